@@ -1,0 +1,16 @@
+"""transformer_jax: every idea of the Transformer as a small, tested Flax (NNX) module.
+
+    from transformer_jax import scaled_dot_product_attention, MultiHeadAttention, Transformer
+"""
+from transformer_jax.attention import (AttentionProbe, MultiHeadAttention, fused_attention,
+                                       scaled_dot_product_attention)
+from transformer_jax.blocks import Block, FeedForward
+from transformer_jax.config import (Arch, AttentionImpl, ConfigError, DType, Head, ModelConfig,
+                                    Norm, Position)
+from transformer_jax.model import Transformer, attention_mask, count_params
+
+__all__ = [
+    "Arch", "AttentionImpl", "AttentionProbe", "Block", "ConfigError", "DType", "FeedForward",
+    "Head", "ModelConfig", "MultiHeadAttention", "Norm", "Position", "Transformer",
+    "attention_mask", "count_params", "fused_attention", "scaled_dot_product_attention",
+]

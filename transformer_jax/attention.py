@@ -1,0 +1,131 @@
+"""Scaled dot-product attention and multi-head attention, written out line by line.
+
+    Attention(Q, K, V) = softmax(Q·Kᵀ · scale + bias, masked) · V,   scale = 1/√d_k by default
+
+Layout follows `jax.nn.dot_product_attention`: q/k/v are [batch, length, heads, head_dim], masks
+and biases broadcast to [batch, heads, q_len, kv_len]. The explicit path returns the attention
+weights for inspection; the fused path (`jax.nn.dot_product_attention`, cuDNN on GPU) gets the
+same scale, mask and bias, so an ablation means the same on both.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from transformer_jax.config import AttentionImpl
+
+Array = jax.Array
+QKTransform = Callable[[Array, Array], tuple[Array, Array]]
+
+
+def attention_logits(query: Array, key: Array, *, mask: Optional[Array] = None,
+                     bias: Optional[Array] = None, scale: Optional[float] = None) -> Array:
+    """Q·Kᵀ · scale + bias, with disallowed positions set to the dtype's lowest value.
+
+    Returns float32 logits [batch, heads, q_len, kv_len] (softmax runs in float32 whatever the
+    compute dtype: bfloat16 logits lose the small differences that decide the weights).
+    """
+    head_dim = query.shape[-1]
+    scale = head_dim ** -0.5 if scale is None else scale  # None: the paper's 1/√d_k
+    logits = jnp.einsum("bqhd,bkhd->bhqk", query, key,
+                        preferred_element_type=jnp.float32)  # [B, H, Tq, Tk]
+    logits = logits * scale
+    if bias is not None:
+        logits = logits + bias.astype(jnp.float32)
+    if mask is not None:
+        logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
+    return logits
+
+
+def attend(weights: Array, value: Array) -> Array:
+    """Weighted sum of values: [B, H, Tq, Tk] x [B, Tk, H, D] -> [B, Tq, H, D]."""
+    return jnp.einsum("bhqk,bkhd->bqhd", weights.astype(value.dtype), value)
+
+
+def scaled_dot_product_attention(query: Array, key: Array, value: Array, *,
+                                 mask: Optional[Array] = None, bias: Optional[Array] = None,
+                                 scale: Optional[float] = None) -> tuple[Array, Array]:
+    """softmax(Q·Kᵀ·scale + bias)·V, returning (output [B, Tq, H, D], weights [B, H, Tq, Tk]).
+
+    Args:
+      query: [batch, q_len, heads, head_dim]; key, value: [batch, kv_len, heads, head_dim].
+      mask: boolean, broadcastable to [batch, heads, q_len, kv_len]; True = may attend.
+      bias: added to the logits (e.g. ALiBi), broadcastable like `mask`.
+      scale: multiplies Q·Kᵀ; None means 1/√head_dim, a float is used as given (1.0 = unscaled).
+    A row whose keys are all masked gets uniform weights, as in `jax.nn.dot_product_attention`.
+    """
+    logits = attention_logits(query, key, mask=mask, bias=bias, scale=scale)
+    weights = jax.nn.softmax(logits, axis=-1)  # rows sum to 1; masked keys get exactly 0
+    return attend(weights, value), weights.astype(query.dtype)
+
+
+def fused_attention(query: Array, key: Array, value: Array, *, mask: Optional[Array] = None,
+                    bias: Optional[Array] = None, scale: Optional[float] = None) -> Array:
+    """The same function through `jax.nn.dot_product_attention` (no weights; cuDNN on GPU)."""
+    scale = query.shape[-1] ** -0.5 if scale is None else scale
+    if bias is not None:
+        bias = jnp.broadcast_to(bias, _logits_shape(query, key)).astype(query.dtype)
+    if mask is not None:
+        mask = jnp.broadcast_to(mask, _logits_shape(query, key))
+    return jax.nn.dot_product_attention(query, key, value, bias=bias, mask=mask, scale=scale)
+
+
+def _logits_shape(query: Array, key: Array) -> tuple[int, int, int, int]:
+    (batch, q_len, heads, _), kv_len = query.shape, key.shape[1]
+    return batch, heads, q_len, kv_len
+
+
+class AttentionProbe(NamedTuple):
+    """What a diagnostic call returns per attention layer."""
+
+    weights: Array  # [B, H, Tq, Tk]
+    max_abs_logit: Array  # scalar: the largest |Q·Kᵀ·scale + bias| over allowed positions
+
+
+class MultiHeadAttention(nnx.Module):
+    """h heads partition d_model; W_q, W_k, W_v project, W_o mixes the heads back.
+
+    Parameters: 4·d_model² weights + 4·d_model biases, whatever the number of heads.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, *, attn_scale: bool = True,
+                 implementation: AttentionImpl = AttentionImpl.EXPLICIT,
+                 dtype=jnp.float32, rngs: nnx.Rngs):
+        if d_model % num_heads:
+            raise ValueError(f"num_heads={num_heads} does not divide d_model={d_model}")
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
+        self.attn_scale = attn_scale
+        self.implementation = implementation
+        linear = lambda: nnx.Linear(d_model, d_model, dtype=dtype, rngs=rngs)
+        self.query, self.key, self.value, self.out = linear(), linear(), linear(), linear()
+
+    def __call__(self, x: Array, *, mask: Optional[Array] = None, bias: Optional[Array] = None,
+                 qk_transform: Optional[QKTransform] = None, probe: bool = False
+                 ) -> tuple[Array, Optional[AttentionProbe]]:
+        """Self-attention over x [B, T, d_model] -> ([B, T, d_model], probe or None).
+
+        probe=True also returns the weights and the logit scale (a separate compiled program:
+        the training step, which never asks, pays nothing for it).
+        """
+        batch, length, d_model = x.shape
+        split = lambda t: t.reshape(batch, length, self.num_heads, self.head_dim)  # [B, T, H, D]
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        if qk_transform is not None:  # e.g. rotary positions rotate q and k
+            q, k = qk_transform(q, k)
+        scale = self.head_dim ** -0.5 if self.attn_scale else 1.0  # the ÷√d_k switch
+        found = None
+        if probe or self.implementation is AttentionImpl.EXPLICIT:
+            logits = attention_logits(q, k, mask=mask, bias=bias, scale=scale)  # [B, H, T, T]
+            weights = jax.nn.softmax(logits, axis=-1)
+            heads = attend(weights, v)  # [B, T, H, D]
+            if probe:
+                allowed = jnp.ones(logits.shape, bool) if mask is None else mask
+                found = AttentionProbe(weights, jnp.max(jnp.where(allowed, jnp.abs(logits), 0.0)))
+        else:
+            heads = fused_attention(q, k, v, mask=mask, bias=bias, scale=scale)
+        merged = heads.reshape(batch, length, d_model)  # concat heads: [B, T, H·D]
+        return self.out(merged), found

@@ -1,0 +1,89 @@
+"""A Transformer block: attention and a position-wise feed-forward net, each wrapped in a
+residual connection and a LayerNorm whose placement is a config choice.
+
+Norm placement is three optional norms per sub-layer pair, so the forward pass reads like the
+diagram for every variant:
+
+    post:  x = norm(x + attn(x));        x = norm(x + ffn(x))
+    pre:   x = x + attn(norm(x));        x = x + ffn(norm(x))      (+ a final norm after the stack)
+    none:  x = x + attn(x);              x = x + ffn(x)
+and `residual=False` drops the "x +".
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from transformer_jax.attention import AttentionProbe, MultiHeadAttention, QKTransform
+from transformer_jax.config import ModelConfig, Norm
+
+Array = jax.Array
+LAYER_NORM_EPSILON = 1e-5  # PyTorch's default; the parity tests compare against it
+
+
+def compute_dtype(cfg: ModelConfig):
+    return jnp.dtype(cfg.dtype.value)
+
+
+def layer_norm(d_model: int, cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.LayerNorm:
+    return nnx.LayerNorm(d_model, epsilon=LAYER_NORM_EPSILON, dtype=compute_dtype(cfg), rngs=rngs)
+
+
+def dropout(x: Array, rate: float, key: Optional[Array]) -> Array:
+    """Inverted dropout; key=None (evaluation) or rate=0 is the identity."""
+    if key is None or rate == 0.0:
+        return x
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), 0.0).astype(x.dtype)
+
+
+class FeedForward(nnx.Module):
+    """FFN(x) = max(0, x·W1 + b1)·W2 + b2, applied to each position alone."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        dtype = compute_dtype(cfg)
+        self.hidden = nnx.Linear(cfg.d_model, cfg.d_ff, dtype=dtype, rngs=rngs)
+        self.output = nnx.Linear(cfg.d_ff, cfg.d_model, dtype=dtype, rngs=rngs)
+        self.rate = cfg.dropout
+
+    def __call__(self, x: Array, key: Optional[Array] = None) -> Array:
+        return self.output(dropout(jax.nn.relu(self.hidden(x)), self.rate, key))  # [B, T, D]
+
+
+class Block(nnx.Module):
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        self.attention = MultiHeadAttention(
+            cfg.d_model, cfg.num_heads, attn_scale=cfg.attn_scale,
+            implementation=cfg.attention, dtype=compute_dtype(cfg), rngs=rngs)
+        self.feed_forward = FeedForward(cfg, rngs=rngs)
+        pre, post = cfg.norm is Norm.PRE, cfg.norm is Norm.POST
+        self.norm_before_attention = layer_norm(cfg.d_model, cfg, rngs) if pre else None
+        self.norm_after_attention = layer_norm(cfg.d_model, cfg, rngs) if post else None
+        self.norm_before_feed_forward = layer_norm(cfg.d_model, cfg, rngs) if pre else None
+        self.norm_after_feed_forward = layer_norm(cfg.d_model, cfg, rngs) if post else None
+        self.residual = cfg.residual
+        self.rate = cfg.dropout
+
+    def __call__(self, x: Array, *, mask: Optional[Array] = None, bias: Optional[Array] = None,
+                 qk_transform: Optional[QKTransform] = None, key: Optional[Array] = None,
+                 probe: bool = False) -> tuple[Array, Optional[AttentionProbe]]:
+        """x [B, T, D] -> ([B, T, D], attention probe if asked)."""
+        keys = [None] * 3 if key is None else list(jax.random.split(key, 3))
+        y, found = self.attention(_maybe(self.norm_before_attention, x), mask=mask, bias=bias,
+                                  qk_transform=qk_transform, probe=probe)
+        y = dropout(y, self.rate, keys[0])
+        x = x + y if self.residual else y  # the residual switch
+        x = _maybe(self.norm_after_attention, x)
+
+        y = self.feed_forward(_maybe(self.norm_before_feed_forward, x), keys[1])
+        y = dropout(y, self.rate, keys[2])
+        x = x + y if self.residual else y
+        x = _maybe(self.norm_after_feed_forward, x)
+        return x, found
+
+
+def _maybe(norm: Optional[nnx.LayerNorm], x: Array) -> Array:
+    return x if norm is None else norm(x)

@@ -1,0 +1,114 @@
+"""Encoder and causal decoder stacks: embeddings (+ positions) → N blocks → (final norm) → head.
+
+The N blocks are one stacked module scanned with `jax.lax.scan`, so compile time does not grow
+with depth. Positional schemes enter where they act: added to the embeddings, as a q/k
+transform, or as a logit bias.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from transformer_jax import positions as pos
+from transformer_jax.attention import AttentionProbe
+from transformer_jax.blocks import Block, compute_dtype, dropout, layer_norm
+from transformer_jax.config import Head, ModelConfig, Norm, Position
+
+Array = jax.Array
+
+
+def attention_mask(padding_mask: Optional[Array], length: int, causal: bool) -> Optional[Array]:
+    """Boolean [B or 1, 1, T, T]: True where query i may attend to key j.
+
+    padding_mask [B, T] (True = real token) blocks padded keys; causal blocks j > i.
+    """
+    mask = None
+    if causal:
+        mask = jnp.tril(jnp.ones((length, length), bool))[None, None]  # [1, 1, T, T]
+    if padding_mask is not None:
+        keys = padding_mask[:, None, None, :]  # [B, 1, 1, T]
+        mask = keys if mask is None else mask & keys
+    return mask
+
+
+class StackedBlocks(nnx.Module):
+    """num_layers Blocks whose parameters are stacked on a leading [num_layers] axis."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        layer_keys = jax.random.split(rngs.params(), cfg.num_layers)
+        self.blocks = nnx.vmap(lambda key: Block(cfg, rngs=nnx.Rngs(params=key)))(layer_keys)
+        self.num_layers = cfg.num_layers
+
+    def __call__(self, x: Array, *, key: Optional[Array] = None, probe: bool = False, **kwargs
+                 ) -> tuple[Array, Optional[AttentionProbe]]:
+        """x [B, T, D] through every block; probes come back stacked [num_layers, ...]."""
+        graphdef, stacked = nnx.split(self.blocks)
+        layer_keys = None if key is None else jax.random.split(key, self.num_layers)
+
+        def one_layer(x, layer):
+            params, layer_key = layer
+            block = nnx.merge(graphdef, params)
+            return block(x, key=layer_key, probe=probe, **kwargs)
+
+        return jax.lax.scan(one_layer, x, (stacked, layer_keys))
+
+
+class Transformer(nnx.Module):
+    """`Transformer(cfg, rngs=nnx.Rngs(0))(tokens, padding_mask)` -> (outputs, probes)."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        dtype = compute_dtype(cfg)
+        # Unit-variance token vectors: N(0, 1/d_model) scaled by √d_model, as in the paper.
+        self.embed = nnx.Embed(cfg.vocab_size, cfg.d_model, dtype=dtype, rngs=rngs,
+                               embedding_init=jax.nn.initializers.normal(cfg.d_model ** -0.5))
+        learned = cfg.position is Position.LEARNED
+        self.positions = pos.LearnedPositions(cfg.max_len, cfg.d_model, rngs=rngs) if learned else None
+        self.layers = StackedBlocks(cfg, rngs=rngs)
+        self.final_norm = layer_norm(cfg.d_model, cfg, rngs) if cfg.norm is Norm.PRE else None
+        self.head = nnx.Linear(cfg.d_model, cfg.num_outputs, dtype=dtype, rngs=rngs)
+
+    def __call__(self, tokens: Array, padding_mask: Optional[Array] = None, *,
+                 dropout_key: Optional[Array] = None, probe: bool = False
+                 ) -> tuple[Array, Optional[AttentionProbe]]:
+        """tokens [B, T] int, padding_mask [B, T] bool (True = real token).
+
+        Returns float32 logits — [B, T, num_outputs] for a token head, [B, num_outputs] for a
+        pooled head — and, with probe=True, each layer's attention weights and logit scale
+        stacked [num_layers, ...]. dropout_key=None means evaluation (no dropout).
+        """
+        cfg = self.cfg
+        batch, length = tokens.shape
+        if length > cfg.max_len:
+            raise ValueError(f"sequence length {length} exceeds model.max_len={cfg.max_len}")
+        embed_key, layers_key = (None, None) if dropout_key is None else jax.random.split(dropout_key)
+
+        x = self.embed(tokens) * cfg.d_model ** 0.5  # [B, T, D]
+        if cfg.position is Position.SINUSOIDAL:
+            x = x + pos.sinusoidal_table(length, cfg.d_model).astype(x.dtype)
+        elif cfg.position is Position.LEARNED:
+            x = x + self.positions(length).astype(x.dtype)
+        x = dropout(x, cfg.dropout, embed_key)
+
+        bias = pos.alibi_bias(cfg.num_heads, length, length) if cfg.position is Position.ALIBI else None
+        rotate = (pos.rotary_qk_transform(length, cfg.head_dim)
+                  if cfg.position is Position.ROTARY else None)
+        mask = attention_mask(padding_mask, length, cfg.causal)
+        x, probes = self.layers(x, mask=mask, bias=bias, qk_transform=rotate, key=layers_key,
+                                probe=probe)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+
+        if cfg.head is Head.POOLED:  # mean over real tokens: [B, T, D] -> [B, D]
+            weights = (jnp.ones((batch, length), x.dtype) if padding_mask is None
+                       else padding_mask.astype(x.dtype))
+            x = jnp.sum(x * weights[..., None], axis=1) / jnp.maximum(
+                jnp.sum(weights, axis=1, keepdims=True), 1.0)
+        return self.head(x).astype(jnp.float32), probes
+
+
+def count_params(module: nnx.Module) -> int:
+    return sum(p.size for p in jax.tree.leaves(nnx.state(module, nnx.Param)))
