@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from typing import Any, Mapping, TypeVar
 
 
@@ -121,29 +122,83 @@ class ModelConfig:
 
     @classmethod
     def from_config(cls, model: Mapping[str, Any], **from_data: Any) -> "ModelConfig":
-        """Builds the config from the `model` ConfigDict plus dataset facts (vocab_size, ...).
-
-        The one place where config fields become typed values: enums are parsed here, unknown
-        fields are rejected here.
-        """
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        values = dict(from_data)
-        for key, value in dict(model).items():
-            if key not in fields or key in from_data:
-                valid = sorted(k for k in fields if k not in from_data)
-                raise ConfigError(f"model.{key} is not a model field; valid: {', '.join(valid)}")
-            values[key] = value
+        """Builds the config from the `model` ConfigDict plus dataset facts (vocab_size, ...)."""
         enums = {"position": Position, "norm": Norm, "arch": Arch, "head": Head,
                  "attention": AttentionImpl, "dtype": DType}
-        for key, kind in enums.items():
-            if key in values:
-                values[key] = parse_enum(kind, values[key], f"model.{key}")
-        return cls(**values)
+        return build_dataclass(cls, "model", model, enums, **from_data)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (enums as strings), e.g. for hyperparameter logging."""
         return {k: (v.value if isinstance(v, enum.Enum) else v)
                 for k, v in dataclasses.asdict(self).items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Optimization and bookkeeping; field names match the `train.*` command-line flags."""
+
+    num_steps: int = 2000
+    batch_size: int = 32
+    learning_rate: float = 1e-3  # peak of the warmup + cosine schedule (AdamW)
+    warmup_steps: int = 100
+    end_learning_rate_factor: float = 0.1  # cosine decays to learning_rate * this
+    weight_decay: float = 0.01
+    b1: float = 0.9
+    b2: float = 0.99
+    grad_clip_norm: float = 1.0  # global-norm clipping; 0 disables it
+    log_every: int = 50
+    eval_every: int = 250
+    checkpoint_every: int = 500
+    keep_checkpoints: int = 3
+    eval_batches: int = 8  # batches per evaluation; 0 = the whole eval split
+
+    def __post_init__(self):
+        for name in ("num_steps", "batch_size", "log_every", "eval_every", "checkpoint_every",
+                     "keep_checkpoints"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"train.{name}={value!r} must be a positive integer")
+        for name in ("warmup_steps", "eval_batches"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"train.{name}={value!r} must be a non-negative integer")
+        if self.warmup_steps > self.num_steps:
+            raise ConfigError(f"train.warmup_steps={self.warmup_steps} exceeds "
+                              f"train.num_steps={self.num_steps}")
+        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ConfigError(f"train.learning_rate={self.learning_rate!r} must be a positive number")
+        for name, low, high in (("b1", 0.0, 1.0), ("b2", 0.0, 1.0),
+                                ("end_learning_rate_factor", 0.0, 1.0)):
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ConfigError(f"train.{name}={value!r} must be in [{low}, {high}]")
+        for name in ("weight_decay", "grad_clip_norm"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"train.{name}={getattr(self, name)!r} must be >= 0")
+
+    @classmethod
+    def from_config(cls, train: Mapping[str, Any]) -> "TrainConfig":
+        return build_dataclass(cls, "train", train, {})
+
+
+def build_dataclass(cls, section: str, values: Mapping[str, Any],
+                    enums: Mapping[str, type[enum.Enum]], **fixed: Any):
+    """The one place where a config section becomes typed values.
+
+    Unknown fields are rejected with the valid names, enum strings are parsed, `fixed` values
+    (facts from the dataset) cannot be overridden from the command line.
+    """
+    fields = {f.name for f in dataclasses.fields(cls)}
+    out = dict(fixed)
+    for key, value in dict(values).items():
+        if key not in fields or key in fixed:
+            valid = sorted(fields - set(fixed))
+            raise ConfigError(f"{section}.{key} is not a {section} field; valid: {', '.join(valid)}")
+        out[key] = value
+    for key, kind in enums.items():
+        if key in out:
+            out[key] = parse_enum(kind, out[key], f"{section}.{key}")
+    return cls(**out)
 
 
 def _divisors(n: int) -> list[int]:

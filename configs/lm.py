@@ -1,0 +1,26 @@
+"""Causal character-level language model on text (tiny Shakespeare by default).
+
+Run (with a local copy of the text; without text_path the TFDS hub dataset is used):
+  python -m transformer_jax.main --config=configs/lm.py --workdir=runs/lm \
+      --config.data.text_path=../shared/data/tinyshakespeare.txt --config.model.position=rotary
+Smoke size (seconds):
+  python -m transformer_jax.main --config=configs/lm.py:tiny --workdir=runs/lm_tiny \
+      --config.data.text_path=../shared/data/tinyshakespeare.txt
+"""
+from transformer_jax import defaults as common
+
+
+def get_config(arg=None):
+    options = common.parse_arg(arg)
+    config = common.base_config()
+    config.model.arch = "decoder"
+    config.data.kind = "text"
+    config.data.task = ""
+    config.data.seq_len = 64
+    config.data.num_eval = 200  # eval windows of the held-out 10 %
+    config.train.batch_size = 12
+    if options.size == "tiny":
+        common.tiny(config)
+        config.data.seq_len = 32
+    config.lock()
+    return config

@@ -1,0 +1,30 @@
+"""Bidirectional encoder on a synthetic sequence task, generated offline (no download).
+
+Tasks: copy, reverse, sort (per-token outputs) and order (one label per sequence: does symbol A
+come before symbol B? An encoder without positions cannot beat chance on it).
+Run:
+  python -m transformer_jax.main --config=configs/synthetic.py --workdir=runs/reverse \
+      --config.data.task=reverse --config.model.position=none
+Smoke size (seconds):
+  python -m transformer_jax.main --config=configs/synthetic.py:tiny --workdir=runs/syn_tiny
+Config arguments: `task=NAME` picks the task, e.g. --config=configs/synthetic.py:tiny,task=order
+"""
+from transformer_jax import defaults as common
+
+
+def get_config(arg=None):
+    options = common.parse_arg(arg, task="reverse")
+    config = common.base_config()
+    config.model.arch = "encoder"
+    config.model.num_layers = 2
+    config.data.kind = "synthetic"
+    config.data.task = options.task
+    config.data.seq_len = 16
+    config.data.min_len = 4
+    config.train.num_steps = 1500
+    config.train.learning_rate = 1e-3
+    if options.size == "tiny":
+        common.tiny(config)
+        config.data.seq_len = 8
+    config.lock()
+    return config

@@ -1,0 +1,321 @@
+"""Tests for transformer_jax.data: task correctness, batch formats, determinism, caching, errors.
+
+Every test prepares its datasets under a pytest tmp directory, never under ~/.cache.
+"""
+import hashlib
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import ml_collections
+import numpy as np
+import pytest
+
+from transformer_jax import data
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SHAKESPEARE = os.environ.get("TJ_SHAKESPEARE",
+                             str(REPO.parent / "shared" / "data" / "tinyshakespeare.txt"))
+UNREACHABLE_PROXY = "http://127.0.0.1:9"  # refuses at once: makes the machine look offline
+KEYS = ("inputs", "targets", "weights", "padding_mask")
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("tfds"))
+
+
+@pytest.fixture(scope="module")
+def shakespeare():
+    assert os.path.isfile(SHAKESPEARE), f"no Tiny Shakespeare at {SHAKESPEARE}; set TJ_SHAKESPEARE"
+    return SHAKESPEARE
+
+
+def config(data_dir, **overrides):
+    fields = dict(data.default_config().to_dict(), data_dir=data_dir, num_train=2000, num_eval=300,
+                  seq_len=12, min_len=1)
+    return ml_collections.ConfigDict(dict(fields, **overrides))
+
+
+def lengths_of(batch):
+    return batch["padding_mask"].sum(axis=1)
+
+
+def check_types(batch, width, pooled=False):
+    assert set(batch) == set(KEYS)
+    b = len(batch["inputs"])
+    assert batch["inputs"].shape == batch["padding_mask"].shape == (b, width)
+    assert batch["targets"].shape == batch["weights"].shape == ((b,) if pooled else (b, width))
+    assert batch["inputs"].dtype == batch["targets"].dtype == np.int32
+    assert batch["weights"].dtype == np.float32 and batch["padding_mask"].dtype == bool
+
+
+def digest(batch):
+    raw = b"".join(np.ascontiguousarray(batch[k]).tobytes() for k in KEYS)
+    return hashlib.sha256(raw).hexdigest()
+
+
+# --- synthetic tasks -------------------------------------------------------------------------
+
+ANSWERS = {"copy": lambda x: x, "reverse": lambda x: x[::-1], "sort": np.sort}
+
+
+@pytest.mark.parametrize("task", ["copy", "reverse", "sort"])
+def test_seq2seq_targets_encoder(data_dir, task):
+    ds = data.make_dataset(config(data_dir, task=task), seed=0, fmt="encoder")
+    assert (ds.vocab_size, ds.num_classes, ds.head, ds.train_len) == (16 + 2, 0, "token", 12)
+    batch = ds.train_batch(0, 64, "encoder")
+    check_types(batch, ds.train_len)
+    for x, y, w, m in zip(*(batch[k] for k in KEYS)):
+        n = m.sum()
+        assert 1 <= n <= 12 and m[:n].all() and not m[n:].any()
+        assert ((x[:n] >= 1) & (x[:n] <= 16)).all() and not x[n:].any() and not y[n:].any()
+        np.testing.assert_array_equal(y[:n], ANSWERS[task](x[:n]))
+        np.testing.assert_array_equal(w, m.astype(np.float32))
+
+
+@pytest.mark.parametrize("task", ["copy", "reverse", "sort"])
+def test_decoder_format_weights_only_on_answer(data_dir, task):
+    ds = data.make_dataset(config(data_dir, task=task), seed=0, fmt="decoder")
+    assert ds.train_len == 2 * 12
+    sep = ds.vocab_size - 1
+    batch = ds.train_batch(1, 64, "decoder")
+    check_types(batch, ds.train_len)
+    for x, y, w, m in zip(*(batch[k] for k in KEYS)):
+        n = m.sum() // 2
+        assert m.sum() == 2 * n and m[:2 * n].all()
+        seq = np.concatenate([x[:2 * n], y[2 * n - 1:2 * n]])      # the full [x, SEP, y]
+        assert seq[n] == sep and (seq != sep).sum() == 2 * n
+        np.testing.assert_array_equal(seq[n + 1:], ANSWERS[task](seq[:n]))
+        np.testing.assert_array_equal(y[:2 * n - 1], x[1:2 * n])        # next token
+        assert not x[2 * n:].any() and not y[2 * n:].any()
+        np.testing.assert_array_equal(np.flatnonzero(w), np.arange(n, 2 * n))  # only y targets
+        np.testing.assert_array_equal(y[w > 0], ANSWERS[task](x[:n]))
+
+
+def test_order_labels(data_dir):
+    ds = data.make_dataset(config(data_dir, task="order", min_len=2), seed=0)
+    assert (ds.head, ds.num_classes, ds.formats, ds.train_len) == ("pooled", 2, ("encoder",), 12)
+    batch = ds.train_batch(0, 256, "encoder")
+    check_types(batch, ds.train_len, pooled=True)
+    for x, label, w, m in zip(*(batch[k] for k in KEYS)):
+        real = x[:m.sum()]
+        assert (real == 1).sum() == 1 and (real == 2).sum() == 1 and (real >= 1).all()
+        assert label == int(np.argmax(real == 1) < np.argmax(real == 2)) and w == 1.0
+    labels = np.concatenate([b["targets"][b["weights"] > 0]
+                             for b in ds.eval_batches(128, "encoder")])
+    assert len(labels) == 300 and 0.4 < labels.mean() < 0.6
+
+
+def test_order_not_available_in_decoder_format(data_dir):
+    with pytest.raises(data.DataError, match=r"data.task='order'.*copy, reverse, sort"):
+        data.make_dataset(config(data_dir, task="order", min_len=2), seed=0, fmt="decoder")
+    ds = data.make_dataset(config(data_dir, task="order", min_len=2), seed=0)
+    with pytest.raises(data.DataError,
+                       match="fmt='decoder' is not available for data.task='order'"):
+        ds.train_batch(0, 4, "decoder")
+
+
+def test_widths_follow_format(data_dir):
+    both = data.make_dataset(config(data_dir, task="reverse", eval_seq_len=20), seed=0)
+    assert (both.train_len, both.eval_len, both.formats) == (24, 40, ("encoder", "decoder"))
+    check_types(both.train_batch(0, 8, "encoder"), 24)       # right-padded to the common width
+    enc = data.make_dataset(config(data_dir, task="reverse", eval_seq_len=20), seed=0,
+                            fmt="encoder")
+    assert (enc.train_len, enc.eval_len) == (12, 20)
+    with pytest.raises(data.DataError, match="fmt='decoder'"):
+        enc.train_batch(0, 8, "decoder")
+
+
+def test_train_batches_are_a_pure_function_of_seed_and_step(data_dir):
+    cfg = config(data_dir, task="sort")
+    a, b = data.make_dataset(cfg, seed=3), data.make_dataset(cfg, seed=3)
+    later_first = [digest(b.train_batch(s, 32, "decoder")) for s in (9, 5, 0)][::-1]
+    assert [digest(a.train_batch(s, 32, "decoder")) for s in (0, 5, 9)] == later_first
+    assert digest(a.train_batch(1, 32, "decoder")) != digest(a.train_batch(2, 32, "decoder"))
+    other_seed = data.make_dataset(cfg, seed=4)
+    assert (digest(a.train_batch(1, 32, "decoder"))
+            != digest(other_seed.train_batch(1, 32, "decoder")))
+    # A fresh process (a resumed run) re-creates the same batch.
+    code = ("import hashlib, sys, ml_collections; from transformer_jax import data;"
+            "cfg = ml_collections.ConfigDict(eval(sys.argv[1]));"
+            "b = data.make_dataset(cfg, seed=3).train_batch(5, 32, 'decoder');"
+            f"print(hashlib.sha256(b''.join(b[k].tobytes() for k in {KEYS!r})).hexdigest())")
+    out = subprocess.run([sys.executable, "-c", code, repr(cfg.to_dict())], cwd=REPO, check=True,
+                         capture_output=True, text=True).stdout.split()[-1]
+    assert out == digest(a.train_batch(5, 32, "decoder"))
+
+
+def test_eval_set_fixed_padded_and_longer(data_dir):
+    cfg = config(data_dir, task="copy", seq_len=8, min_len=2, eval_seq_len=16, num_eval=250)
+    ds = data.make_dataset(cfg, seed=0, fmt="encoder")
+    assert (ds.train_len, ds.eval_len) == (8, 16)
+    batches = list(ds.eval_batches(100, "encoder"))
+    assert [digest(b) for b in batches] == [digest(b) for b in ds.eval_batches(100, "encoder")]
+    assert len(batches) == 3
+    for b in batches:
+        check_types(b, 16)
+    last = batches[-1]
+    assert (last["weights"][:50].sum(1) == lengths_of(last)[:50]).all()
+    assert not last["weights"][50:].any() and last["padding_mask"][50:].any(axis=1).all()
+    eval_lengths = np.concatenate([lengths_of(b)[b["weights"].sum(1) > 0] for b in batches])
+    assert len(eval_lengths) == 250 and eval_lengths.min() == 2 and eval_lengths.max() == 16
+    train_lengths = np.concatenate([lengths_of(ds.train_batch(s, 256, "encoder"))
+                                    for s in range(4)])
+    assert train_lengths.min() == 2 and train_lengths.max() == 8
+    unseen = data.make_dataset(dict(cfg.to_dict(), eval_min_len=9), seed=0, fmt="encoder")
+    lengths = np.concatenate([lengths_of(b) for b in unseen.eval_batches(250, "encoder")])
+    assert lengths.min() == 9 and lengths.max() == 16
+
+
+def test_synthetic_prepared_once_and_keyed_by_parameters(tmp_path):
+    cfg = config(str(tmp_path), task="reverse", num_train=20000, num_eval=1000, seq_len=32)
+    start = time.perf_counter()
+    ds = data.make_dataset(cfg, seed=0)
+    assert time.perf_counter() - start < 20  # default-sized generation takes a few seconds
+    files = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+    assert any(p.name.endswith("array_record-00000-of-00001") for p in files)
+    again = data.make_dataset(cfg, seed=0)
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()} == files
+    assert digest(again.train_batch(0, 8, "encoder")) == digest(ds.train_batch(0, 8, "encoder"))
+    data.make_dataset(config(str(tmp_path), task="reverse", seq_len=16), seed=0)
+    dirs = sorted(p.name for p in (tmp_path / "tj_synthetic").iterdir())
+    assert len(dirs) == 2 and all(d.startswith("reverse-v16-") for d in dirs)
+
+
+# --- text --------------------------------------------------------------------------------------
+
+def text_config(data_dir, path, **overrides):
+    return config(data_dir, kind="text", text_path=path, **overrides)
+
+
+def test_shakespeare_file(data_dir, shakespeare):
+    ds = data.make_dataset(text_config(data_dir, shakespeare, seq_len=64, num_eval=5000), seed=0)
+    text = pathlib.Path(shakespeare).read_text()
+    assert (ds.vocab_size, ds.head, ds.formats, ds.train_len) == (65 + 1, "token", ("decoder",), 64)
+    assert (len(ds.train_ids), len(ds.eval_ids)) == (1_003_854, 111_540)
+    assert ds.decode(ds.eval_ids[:40]) == text[1_003_854:1_003_894]
+    batch = ds.train_batch(0, 16, "decoder")
+    check_types(batch, 64)
+    np.testing.assert_array_equal(batch["inputs"][:, 1:], batch["targets"][:, :-1])
+    assert batch["weights"].all() and batch["padding_mask"].all()
+    for row_in, row_out in zip(batch["inputs"], batch["targets"]):
+        assert ds.decode(row_in) + ds.decode(row_out)[-1] in text[:1_003_854]
+    eval_batches = list(ds.eval_batches(512, "decoder"))
+    windows = np.concatenate([b["inputs"][b["weights"][:, 0] > 0] for b in eval_batches])
+    assert len(windows) == (111_540 - 1) // 64
+    assert ds.decode(windows[1]) == text[1_003_854 + 64:1_003_854 + 128]  # non-overlapping
+    again = data.make_dataset(text_config(data_dir, shakespeare, seq_len=64), seed=0)
+    assert again.num_eval_windows == 300  # capped at data.num_eval
+    assert digest(ds.train_batch(7, 16, "decoder")) == digest(again.train_batch(7, 16, "decoder"))
+
+
+def test_small_and_unicode_text(tmp_path):
+    path = tmp_path / "tiny.txt"
+    body = "héllo wörld ☃ naïve\n" * 20
+    path.write_text(body, encoding="utf-8")
+    ds = data.make_dataset(text_config(str(tmp_path / "tfds"), str(path), seq_len=8,
+                                       eval_seq_len=16, num_eval=2), seed=0)
+    assert ds.chars == "".join(sorted(set(body))) and ds.vocab_size == len(set(body)) + 1
+    assert ds.decode(ds.train_ids) == body[:int(len(body) * 0.9)]
+    check_types(ds.train_batch(3, 4, "decoder"), 8)
+    batches = list(ds.eval_batches(4, "decoder"))
+    assert len(batches) == 1 and batches[0]["inputs"].shape == (4, 16)
+    np.testing.assert_array_equal(batches[0]["weights"].sum(1), [16, 16, 0, 0])
+    path.write_text(body.upper(), encoding="utf-8")  # edited file: never served from a stale cache
+    edited = data.make_dataset(text_config(str(tmp_path / "tfds"), str(path), seq_len=8), seed=0)
+    assert edited.decode(edited.train_ids).startswith("HÉLLO")
+
+
+def test_hub_offline_fails_fast_naming_text_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("https_proxy", UNREACHABLE_PROXY)
+    monkeypatch.setenv("HTTPS_PROXY", UNREACHABLE_PROXY)
+    start = time.perf_counter()
+    with pytest.raises(data.DataError) as err:
+        data.make_dataset(text_config(str(tmp_path), ""), seed=0)
+    assert time.perf_counter() - start < 20
+    message = str(err.value)
+    assert "\n" not in message and "tiny_shakespeare" in message and "data.text_path" in message
+
+
+def test_hub_offline_fails_fast_without_proxy(tmp_path):
+    """This machine has no route to the hub: the direct probe must also fail in seconds."""
+    start = time.perf_counter()
+    with pytest.raises(data.DataError, match="data.text_path"):
+        data.make_dataset(text_config(str(tmp_path), ""), seed=0)
+    assert time.perf_counter() - start < 20
+
+
+def test_hub_from_manually_downloaded_file(tmp_path, monkeypatch, shakespeare):
+    """The TFDS tiny_shakespeare path itself (checksum-validated, train/test as TFDS splits)."""
+    monkeypatch.setenv("https_proxy", UNREACHABLE_PROXY)
+    manual = tmp_path / "downloads" / "manual"
+    manual.mkdir(parents=True)
+    (manual / "input.txt").write_bytes(pathlib.Path(shakespeare).read_bytes())
+    ds = data.make_dataset(text_config(str(tmp_path), "", seq_len=32), seed=0)
+    assert ds.vocab_size == 66 and (len(ds.train_ids), len(ds.eval_ids)) == (1_003_854, 55_770)
+    assert "tiny_shakespeare" in ds.describe()
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+def _bad_files(tmp_path):
+    tmp_path.mkdir()
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 ".encode("latin-1") * 100)
+    (tmp_path / "short.txt").write_text("abc" * 10)
+    return tmp_path
+
+
+ERRORS = [
+    (dict(kind="foo"), "data.kind='foo' is not one of: synthetic, text"),
+    (dict(task="foo"), "data.task='foo' is not one of: copy, reverse, sort, order"),
+    (dict(seq_len=0), "data.seq_len=0 must be a positive integer"),
+    (dict(seq_len="32"), "data.seq_len='32' must be an integer"),
+    (dict(num_train=0), "data.num_train=0"),
+    (dict(num_eval=-1), "data.num_eval=-1"),
+    (dict(vocab_size=0), "data.vocab_size=0"),
+    (dict(min_len=0), "data.min_len=0"),
+    (dict(min_len=13), "data.min_len=13 exceeds data.seq_len=12"),
+    (dict(eval_seq_len=-1), "data.eval_seq_len=-1"),
+    (dict(eval_min_len=20, eval_seq_len=16), "min 20 (data.eval_min_len"),
+    (dict(task="order", vocab_size=2), "data.vocab_size=2 is too small for data.task='order'"),
+    (dict(task="order", min_len=1), "data.min_len=1"),
+    (dict(kind="text", text_path="{d}/missing.txt"),
+     "data.text_path='{d}/missing.txt' does not exist"),
+    (dict(kind="text", text_path="{d}"), "data.text_path='{d}' is a directory"),
+    (dict(kind="text", text_path="{d}/empty.txt"), "data.text_path='{d}/empty.txt' is empty"),
+    (dict(kind="text", text_path="{d}/latin1.txt"),
+     "data.text_path='{d}/latin1.txt' is not UTF-8 text"),
+    (dict(kind="text", text_path="{d}/short.txt"),
+     "data.text_path='{d}/short.txt' is too short: 27 train / 3 eval characters, "
+     "need at least data.seq_len+1=13"),
+]
+
+
+@pytest.mark.parametrize("overrides, expected", ERRORS, ids=[e[1][:40] for e in ERRORS])
+def test_config_errors_are_one_line_and_early(tmp_path, overrides, expected):
+    files = _bad_files(tmp_path / "files")
+    overrides = {k: v.format(d=files) if isinstance(v, str) else v for k, v in overrides.items()}
+    tfds_dir = tmp_path / "tfds"
+    with pytest.raises(data.DataError) as err:
+        data.make_dataset(config(str(tfds_dir), **overrides), seed=0)
+    message = str(err.value)
+    assert expected.format(d=files) in message and "\n" not in message
+    assert not tfds_dir.exists()  # failed before preparing anything
+
+
+def test_call_errors(data_dir, shakespeare):
+    with pytest.raises(data.DataError, match="seed=-1"):
+        data.make_dataset(config(data_dir), seed=-1)
+    with pytest.raises(data.DataError, match="fmt='rnn' is not one of: encoder, decoder"):
+        data.make_dataset(config(data_dir), seed=0, fmt="rnn")
+    with pytest.raises(data.DataError, match="fmt='encoder' is not available for data.kind='text'"):
+        data.make_dataset(text_config(data_dir, shakespeare), seed=0, fmt="encoder")
+    ds = data.make_dataset(config(data_dir), seed=0)
+    with pytest.raises(data.DataError, match="step=-1"):
+        ds.train_batch(-1, 8, "encoder")
+    with pytest.raises(data.DataError, match="batch_size=0"):
+        ds.train_batch(0, 0, "encoder")

@@ -1,0 +1,96 @@
+"""TensorBoard writing, checked by reading back through TensorBoard's own EventAccumulator."""
+
+import os
+
+import numpy as np
+import pytest
+
+from transformer_jax import summaries
+
+
+@pytest.fixture(autouse=True)
+def _matplotlib_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mpl"))
+
+
+def test_scalars_round_trip_exact_steps_and_values(tmp_path):
+    logdir = str(tmp_path)
+    # simple_value is float32 on disk: use values float32 represents exactly.
+    expected = {
+        "train/loss": [(0, 4.0), (10, 2.5), (20, 1.25)],
+        "eval/bits_per_char": [(0, 3.5), (20, 1.75)],
+        "layers/grad_norm/layer_03": [(10, 0.125)],
+    }
+    with summaries.SummaryWriter(logdir) as writer:
+        writer.scalars(0, {"train/loss": 4.0, "eval/bits_per_char": np.float32(3.5)})
+        writer.scalars(10, {"train/loss": 2.5, "layers/grad_norm/layer_03": np.asarray(0.125)})
+        writer.scalars(np.int64(20), {"train/loss": 1.25, "eval/bits_per_char": 1.75})
+    assert summaries.read_scalars(logdir) == expected
+    assert sorted(summaries.read_tags(logdir)["scalars"]) == sorted(expected)
+
+
+def test_images_and_text_tags(tmp_path):
+    logdir = str(tmp_path)
+    rgb_float = np.random.default_rng(0).random((8, 12, 3)).astype(np.float32)
+    gray_uint8 = np.arange(64, dtype=np.uint8).reshape(8, 8)
+    with summaries.SummaryWriter(logdir) as writer:
+        writer.images(5, {"attention/layer_00": rgb_float, "attention/gray": gray_uint8})
+        writer.text(5, "samples", "to be, or **not**")
+    tags = summaries.read_tags(logdir)
+    assert sorted(tags["images"]) == ["attention/gray", "attention/layer_00"]
+    assert any(tag.startswith("samples") for tag in tags["tensors"])
+    assert summaries.read_scalars(logdir) == {}  # text/hparams tensors are not scalars
+
+
+def test_hparams_land_in_the_run_itself(tmp_path):
+    logdir = str(tmp_path)
+    config = {"model.num_layers": 4, "optimizer.lr": 0.001, "data.name": "tiny_shakespeare",
+              "model.use_bias": False, "model.dropout": None, "model.shape": (2, 3)}
+    with summaries.SummaryWriter(logdir) as writer:
+        writer.hparams(config, ["eval/bits_per_char", "train/loss"])
+        writer.scalars(1, {"eval/bits_per_char": 2.0})
+    # No extra sub-run directory (tensorboardX's add_hparams would create one).
+    assert all(os.path.isfile(os.path.join(logdir, name)) for name in os.listdir(logdir))
+    tensor_tags = summaries.read_tags(logdir)["tensors"]
+    assert "_hparams_/session_start_info" in tensor_tags
+    assert "_hparams_/experiment" in tensor_tags
+    values, metrics = summaries.read_hparams(logdir)
+    assert values == {"model.num_layers": 4.0, "optimizer.lr": 0.001,
+                      "data.name": "tiny_shakespeare", "model.use_bias": False,
+                      "model.dropout": "None", "model.shape": "(2, 3)"}
+    assert metrics == ["eval/bits_per_char", "train/loss"]
+
+
+def test_purge_step_drops_events_of_interrupted_process(tmp_path):
+    logdir = str(tmp_path)
+    with summaries.SummaryWriter(logdir) as writer:  # the run that crashed after step 4
+        for step in range(5):
+            writer.scalars(step, {"train/loss": float(step)})
+    # Restart from a checkpoint at step 3, in the same second (file names must not collide).
+    with summaries.SummaryWriter(logdir, purge_step=3) as writer:
+        for step in (3, 4):
+            writer.scalars(step, {"train/loss": 10.0 + step})
+    assert len(os.listdir(logdir)) == 2
+    assert summaries.read_scalars(logdir)["train/loss"] == [
+        (0, 0.0), (1, 1.0), (2, 2.0), (3, 13.0), (4, 14.0)]
+
+
+def test_attention_map_image():
+    rng = np.random.default_rng(0)
+    weights = rng.dirichlet(np.ones(8), size=(3, 5))  # [heads=3, q=5, kv=8], rows sum to 1
+    image = summaries.attention_map_image(weights)
+    assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
+    assert min(image.shape[:2]) >= 96  # small maps are upscaled to be visible
+    # 3 heads tile as a 2x2 grid of (5*s) x (8*s) maps with 2-pixel gaps.
+    scale = 96 // 8
+    assert image.shape[:2] == (2 * 5 * scale + 2, 2 * 8 * scale + 2)
+    other = summaries.attention_map_image(rng.dirichlet(np.ones(8), size=(3, 5)))
+    assert other.shape == image.shape and np.any(other != image)
+    # Within a map, different weights get different colours; equal weights equal colours.
+    uniform = np.full((1, 4, 4), 0.25)
+    uniform_image = summaries.attention_map_image(uniform)
+    assert len(np.unique(uniform_image.reshape(-1, 3), axis=0)) == 1
+    diagonal = summaries.attention_map_image(np.eye(4)[None])
+    assert not np.array_equal(diagonal[0, 0], diagonal[0, -1])
+    with pytest.raises(ValueError):
+        summaries.attention_map_image(np.ones((4, 4)))

@@ -1,0 +1,148 @@
+"""The compiled functions of a run: train step, eval step, attention probe. All pure.
+
+The model travels as (graphdef, params) with params a pure dict (`nnx.to_pure_dict`):
+`nnx.merge` inside the jitted function rebuilds it, so Flax's object graph costs nothing per
+step outside the compiled program.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from transformer_jax.config import Head, ModelConfig, TrainConfig
+
+Array = jax.Array
+Batch = dict[str, Array]
+DECAYED = ("kernel", "embedding", "table")  # parameter names that get weight decay
+
+
+def make_optimizer(train: TrainConfig) -> tuple[optax.GradientTransformation, optax.Schedule]:
+    """AdamW on a linear-warmup + cosine-decay schedule, with optional global-norm clipping.
+
+    Weight decay applies to weight matrices (kernels, embedding and position tables), not to
+    biases or norm scales. It goes by name, since stacked layers give biases two dimensions.
+    """
+    schedule = optax.warmup_cosine_decay_schedule(
+        init_value=0.0, peak_value=train.learning_rate, warmup_steps=train.warmup_steps,
+        decay_steps=train.num_steps, end_value=train.learning_rate * train.end_learning_rate_factor)
+    decay_mask = lambda params: jax.tree_util.tree_map_with_path(
+        lambda path, _: path[-1].key in DECAYED, params)  # params: a pure dict
+    adamw = optax.adamw(schedule, b1=train.b1, b2=train.b2, weight_decay=train.weight_decay,
+                        mask=decay_mask)
+    clip = optax.clip_by_global_norm(train.grad_clip_norm) if train.grad_clip_norm > 0 else optax.identity()
+    return optax.chain(clip, adamw), schedule
+
+
+def loss_and_metrics(logits: Array, batch: Batch, head: Head) -> tuple[Array, dict[str, Array]]:
+    """Weighted cross-entropy and accuracy.
+
+    token head: logits [B, T, V], targets/weights [B, T]; pooled: logits [B, C], targets/weights [B].
+    Also `seq_accuracy`: the fraction of sequences with every weighted position right.
+    """
+    targets, weights = batch["targets"], batch["weights"].astype(jnp.float32)
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits, targets)  # [B, T] or [B]
+    correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
+    total = jnp.maximum(weights.sum(), 1e-9)
+    loss = jnp.sum(losses * weights) / total
+    metrics = {"loss": loss, "accuracy": jnp.sum(correct * weights) / total,
+               "max_abs_logit": jnp.max(jnp.abs(logits))}
+    if head is Head.TOKEN:
+        wrong = jnp.sum((1.0 - correct) * weights, axis=-1)  # [B]
+        real = (weights.sum(-1) > 0).astype(jnp.float32)
+        metrics["seq_accuracy"] = jnp.sum((wrong == 0) * real) / jnp.maximum(real.sum(), 1.0)
+    metrics["weight"] = weights.sum()
+    return loss, metrics
+
+
+def _layer_norms(tree: Any, num_layers: int) -> Array:
+    """Per-layer global norm of the stacked-layer part of a params-shaped tree: [num_layers]."""
+    squares = [jnp.sum(jnp.square(leaf.astype(jnp.float32)).reshape(num_layers, -1), axis=1)
+               for leaf in jax.tree.leaves(tree)]
+    return jnp.sqrt(sum(squares))
+
+
+def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
+                    tx: optax.GradientTransformation, schedule: optax.Schedule
+                    ) -> Callable[[dict, Batch, Array], tuple[dict, dict]]:
+    """state = {'params', 'opt_state', 'step'} -> (new state, metrics). Buffers are donated."""
+
+    def train_step(state: dict, batch: Batch, rng: Array):
+        dropout_key = jax.random.fold_in(rng, state["step"]) if model_cfg.dropout > 0 else None
+
+        def loss_fn(params):
+            model = nnx.merge(graphdef, params)
+            logits, _ = model(batch["inputs"], batch["padding_mask"], dropout_key=dropout_key)
+            return loss_and_metrics(logits, batch, model_cfg.head)
+
+        (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+        params = optax.apply_updates(state["params"], updates)
+        metrics.update(
+            learning_rate=schedule(state["step"]),
+            grad_norm=optax.global_norm(grads),
+            param_norm=optax.global_norm(params),
+            update_norm=optax.global_norm(updates),
+            layer_grad_norm=_layer_norms(grads["layers"], model_cfg.num_layers),
+        )
+        metrics["finite"] = jnp.isfinite(loss) & jnp.isfinite(metrics["grad_norm"])
+        return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, metrics
+
+    return jax.jit(train_step, donate_argnums=(0,))
+
+
+def make_eval_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig):
+    """params, batch -> summed metrics (weighted sums, so batches of any fill add up exactly)."""
+
+    def eval_step(params, batch: Batch):
+        logits, _ = nnx.merge(graphdef, params)(batch["inputs"], batch["padding_mask"])
+        _, metrics = loss_and_metrics(logits, batch, model_cfg.head)
+        weight = metrics.pop("weight")
+        out = {k: v * weight for k, v in metrics.items() if k not in ("max_abs_logit", "seq_accuracy")}
+        out["weight"] = weight
+        if "seq_accuracy" in metrics:
+            real = jnp.sum(batch["weights"].sum(-1) > 0)
+            out["seq_accuracy"], out["sequences"] = metrics["seq_accuracy"] * real, real
+        return out
+
+    return jax.jit(eval_step)
+
+
+def finish_eval(sums: dict[str, float], bits_name: str = "bits_per_token") -> dict[str, float]:
+    """Turns summed eval metrics into means; adds bits per token or character (loss / ln 2)."""
+    out = {k: v / max(sums["weight"], 1e-9) for k, v in sums.items()
+           if k not in ("weight", "sequences", "seq_accuracy")}
+    if "seq_accuracy" in sums:
+        out["seq_accuracy"] = sums["seq_accuracy"] / max(sums["sequences"], 1e-9)
+    out[bits_name] = out["loss"] / math.log(2)
+    return out
+
+
+def make_probe(graphdef: nnx.GraphDef):
+    """params, batch -> per-layer attention statistics and the weights of example 0.
+
+    entropy is normalized by log(number of keys a query may see), so 1 = uniform attention and
+    0 = all weight on one key; `max_weight` is the mean over queries of the row maximum.
+    """
+
+    def probe(params, batch: Batch):
+        _, found = nnx.merge(graphdef, params)(batch["inputs"], batch["padding_mask"], probe=True)
+        w = found.weights.astype(jnp.float32)  # [L, B, H, T, T]
+        allowed = (w > 0).sum(-1)  # keys each query may see (masked keys get exactly 0)
+        entropy = -jnp.sum(jnp.where(w > 0, w * jnp.log(jnp.where(w > 0, w, 1.0)), 0.0), -1)
+        entropy = entropy / jnp.maximum(jnp.log(jnp.maximum(allowed, 1)), 1e-9)
+        real = batch["padding_mask"][None, :, None, :]  # queries on real tokens: [1, B, 1, T]
+        choice = (real & (allowed > 1)).astype(jnp.float32)  # and with more than one key
+        mean = lambda x, m: jnp.sum(x * m, axis=(1, 2, 3)) / jnp.maximum(
+            jnp.sum(jnp.broadcast_to(m, x.shape), axis=(1, 2, 3)), 1.0)
+        return {"entropy": mean(entropy, choice),
+                "max_weight": mean(w.max(-1), choice),
+                "max_abs_logit": found.max_abs_logit,
+                "example_weights": w[:, 0]}  # [L, H, T, T]
+
+    return jax.jit(probe)

@@ -1,0 +1,245 @@
+"""TensorBoard logging without TensorFlow, and reading it back the way TensorBoard does.
+
+Writing goes through tensorboardX, which produces valid event files with no TensorFlow installed
+(`flax.metrics.tensorboard` and `clu.metric_writers` import TensorFlow and fail here). Reading goes
+through TensorBoard's own `EventAccumulator`, so tests and the sweep report see exactly what the
+dashboard would show rather than what our writer believes it wrote.
+
+Hyperparameters are written with TensorBoard's own hparams protos
+(`tensorboard.plugins.hparams.summary_v2.hparams_pb` / `hparams_config_pb`, both pure protobuf, no
+TensorFlow) into the run's own event file. tensorboardX's `add_hparams` is avoided on purpose: it
+opens a second writer in a `<logdir>/<timestamp>/` sub-directory, which TensorBoard lists as an
+extra run next to every real one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Mapping, Sequence
+
+import numpy as np
+from tensorboard.backend.event_processing import event_accumulator as ea
+from tensorboard.compat.proto import summary_pb2
+from tensorboard.plugins.hparams import api_pb2
+from tensorboard.plugins.hparams import metadata as hparams_metadata
+from tensorboard.plugins.hparams import plugin_data_pb2
+from tensorboard.plugins.hparams import summary_v2 as hparams_summary
+from tensorboard.util import tensor_util
+
+HParamValue = bool | int | float | str
+
+_HPARAM_TYPES = {
+    bool: api_pb2.DATA_TYPE_BOOL,
+    int: api_pb2.DATA_TYPE_FLOAT64,  # the plugin stores every number as a double
+    float: api_pb2.DATA_TYPE_FLOAT64,
+    str: api_pb2.DATA_TYPE_STRING,
+}
+
+
+def _hparam_value(value) -> HParamValue:
+    """The hparams plugin knows bool, number and string; anything else (None, tuples from a
+    flattened ConfigDict, numpy scalars) is mapped onto those rather than dropped."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, str):
+        return value
+    return str(value)
+
+
+def _experiment_pb(values: Mapping[str, HParamValue], metrics: Sequence[str]) -> summary_pb2.Summary:
+    """The experiment summary (hparam names *with types* + metric tags). `hparams_config_pb` can
+    only type an hparam by giving it a domain, and a domain built from one run's value would make
+    the dashboard's filters hide every other run of a sweep; so the proto is built directly,
+    typed but domain-free (what PyTorch's and tensorboardX's `add_hparams` write too)."""
+    experiment = api_pb2.Experiment(
+        hparam_infos=[api_pb2.HParamInfo(name=k, type=_HPARAM_TYPES[type(v)])
+                      for k, v in sorted(values.items())],
+        metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=t)) for t in metrics],
+    )
+    summary = summary_pb2.Summary()
+    summary.value.add(
+        tag=hparams_metadata.EXPERIMENT_TAG,
+        metadata=hparams_metadata.create_summary_metadata(
+            plugin_data_pb2.HParamsPluginData(experiment=experiment)
+        ),
+        tensor=hparams_metadata.NULL_TENSOR,
+    )
+    return summary
+
+
+class SummaryWriter:
+    """One event-file writer per run (`logdir` = the run's workdir).
+
+    `purge_step`: when a run resumes from a checkpoint at step S, pass S so TensorBoard discards
+    the events the interrupted process wrote at steps >= S (tensorboardX writes a
+    `SessionLog.START` at S; `EventAccumulator` purges on it). Otherwise curves show both copies.
+    """
+
+    def __init__(self, logdir: str, *, purge_step: int | None = None, flush_secs: int = 30):
+        # Imported here, not at module level: tensorboardX's writer does `import torch` when torch
+        # is installed (the test extras install it), ~3 s that readers and image helpers skip.
+        import tensorboardX
+
+        self.logdir = str(logdir)
+        # tensorboardX names files events.out.tfevents.<unix seconds>.<hostname> and opens them
+        # with 'wb': a second writer on the same logdir within the same second (a quick restart,
+        # tests) would truncate the first file. A fixed-width nanosecond suffix keeps names unique
+        # and still sorted by creation time, the order in which TensorBoard replays them.
+        suffix = f".{time.time_ns():020d}.{os.getpid()}"
+        self._writer = tensorboardX.SummaryWriter(
+            logdir=self.logdir, purge_step=purge_step, flush_secs=flush_secs,
+            filename_suffix=suffix,
+        )
+
+    def scalars(self, step: int, values: Mapping[str, float]) -> None:
+        """Tags like 'train/loss', 'layers/grad_norm/layer_03' (the part before the first '/'
+        becomes the dashboard section). Values may be Python, numpy or 0-d JAX numbers."""
+        for tag, value in values.items():
+            self._writer.add_scalar(tag, float(value), global_step=int(step))
+
+    def images(self, step: int, images: Mapping[str, np.ndarray]) -> None:
+        """Each image HWC (C = 1, 3 or 4) or HW; float in [0, 1] or uint8 in [0, 255]."""
+        for tag, image in images.items():
+            image = np.asarray(image)
+            formats = {2: "HW", 3: "HWC"}.get(image.ndim)
+            if formats is None:
+                raise ValueError(f"image {tag!r} must be HW or HWC, got shape {image.shape}")
+            self._writer.add_image(tag, image, global_step=int(step), dataformats=formats)
+
+    def text(self, step: int, tag: str, text: str) -> None:
+        """Markdown text (samples, configs) for the Text dashboard."""
+        self._writer.add_text(tag, text, global_step=int(step))
+
+    def hparams(self, hparams: Mapping[str, HParamValue], metrics: Sequence[str]) -> None:
+        """Registers this run as one session of the HParams dashboard.
+
+        `hparams` is the flattened config ({'model.num_layers': 4, ...}); `metrics` are scalar
+        tags of this same run (e.g. 'eval/bits_per_char') that the dashboard should tabulate:
+        it reads their latest values from the scalars written by `scalars`, so write them
+        there as usual. Call once per run, typically at start.
+
+        Each run also writes the experiment summary (hparam and metric names). TensorBoard uses
+        the first one it finds under a logdir, so sweeps should give all runs the same keys.
+        """
+        from tensorboardX.proto import summary_pb2 as tbx_summary_pb2
+
+        values = {str(k): _hparam_value(v) for k, v in hparams.items()}
+        session = hparams_summary.hparams_pb(values)  # session_start_info: this run's values
+        writer = self._writer.file_writer
+        for pb in (_experiment_pb(values, list(metrics)), session):
+            # TensorBoard's Summary proto and tensorboardX's copy share the wire format.
+            writer.add_summary(tbx_summary_pb2.Summary.FromString(pb.SerializeToString()), 0)
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> SummaryWriter:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def attention_map_image(weights: np.ndarray, *, min_size: int = 96, pad: int = 2) -> np.ndarray:
+    """Renders attention weights [heads, q_len, kv_len] as one HWC uint8 RGB image.
+
+    Heads are tiled in a near-square grid (row-major, head 0 top-left), separated by `pad` white
+    pixels. Each map is upscaled by an integer nearest-neighbour factor so that its longer side
+    is at least `min_size` pixels: an 8x8 map would otherwise be 8 pixels in the dashboard.
+    Colours use viridis (perceptually uniform, colour-blind safe) over [0, max weight of all
+    heads]: one scale for all heads keeps heads comparable, and using the max rather than 1
+    keeps long-context maps (typical weights ~1/kv_len) from rendering uniformly dark.
+    """
+    from matplotlib import colormaps  # registry only; no pyplot, no display backend
+
+    weights = np.asarray(weights, dtype=np.float32)
+    if weights.ndim != 3:
+        raise ValueError(f"expected [heads, q_len, kv_len], got shape {weights.shape}")
+    heads, q_len, kv_len = weights.shape
+    peak = float(np.max(weights)) if weights.size else 0.0
+    scaled = np.clip(weights / peak, 0.0, 1.0) if peak > 0 else np.zeros_like(weights)
+    scale = max(1, math.ceil(min_size / max(q_len, kv_len, 1)))
+    tiles = colormaps["viridis"](scaled, bytes=True)[..., :3]  # [heads, q, kv, 3] uint8
+    tiles = tiles.repeat(scale, axis=1).repeat(scale, axis=2)
+    cols = math.ceil(math.sqrt(heads))
+    rows = math.ceil(heads / cols)
+    tile_h, tile_w = q_len * scale, kv_len * scale
+    image = np.full(
+        (rows * tile_h + (rows - 1) * pad, cols * tile_w + (cols - 1) * pad, 3), 255, np.uint8
+    )
+    for h in range(heads):
+        r, c = divmod(h, cols)
+        y, x = r * (tile_h + pad), c * (tile_w + pad)
+        image[y : y + tile_h, x : x + tile_w] = tiles[h]
+    return image
+
+
+def _accumulator(logdir: str) -> ea.EventAccumulator:
+    """Loads every event file directly inside `logdir` (not sub-directories: those are other
+    runs), keeping all events rather than TensorBoard's default reservoir sample."""
+    keep_all = {ea.SCALARS: 0, ea.TENSORS: 0, ea.IMAGES: 0, ea.HISTOGRAMS: 0}
+    accumulator = ea.EventAccumulator(str(logdir), size_guidance=keep_all)
+    accumulator.Reload()
+    return accumulator
+
+
+def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
+    """{tag: [(step, value), ...]} in file order, from both classic `simple_value` scalars
+    (tensorboardX) and 0-d numeric tensor summaries (TF2-style `tf.summary.scalar`).
+    Tensor summaries owned by other plugins (hparams, text) are skipped."""
+    accumulator = _accumulator(logdir)
+    tags = accumulator.Tags()
+    result = {
+        tag: [(int(e.step), float(e.value)) for e in accumulator.Scalars(tag)]
+        for tag in tags[ea.SCALARS]
+    }
+    for tag in tags[ea.TENSORS]:
+        plugin = accumulator.SummaryMetadata(tag).plugin_data.plugin_name
+        if plugin not in ("", "scalars"):
+            continue
+        points = []
+        for event in accumulator.Tensors(tag):
+            array = tensor_util.make_ndarray(event.tensor_proto)
+            if array.size != 1 or not np.issubdtype(array.dtype, np.number):
+                break
+            points.append((int(event.step), float(array.reshape(()))))
+        else:
+            result[tag] = points
+    return result
+
+
+def read_tags(logdir: str) -> dict[str, list[str]]:
+    """`EventAccumulator.Tags()` restricted to its list-valued entries
+    ('scalars', 'images', 'tensors', 'histograms', ...)."""
+    return {kind: list(tags) for kind, tags in _accumulator(logdir).Tags().items()
+            if isinstance(tags, list)}
+
+
+def read_hparams(logdir: str) -> tuple[dict[str, HParamValue], list[str]]:
+    """(hparams of this run's session, metric tags of its experiment summary), as the HParams
+    dashboard would read them; ({}, []) when `hparams` was never called for the run."""
+    content = _accumulator(logdir).PluginTagToContent(hparams_metadata.PLUGIN_NAME)
+    values: dict[str, HParamValue] = {}
+    metrics: list[str] = []
+    if hparams_metadata.SESSION_START_INFO_TAG in content:
+        info = hparams_metadata.parse_session_start_info_plugin_data(
+            content[hparams_metadata.SESSION_START_INFO_TAG]
+        )
+        for name, value in info.hparams.items():
+            kind = value.WhichOneof("kind")
+            values[name] = getattr(value, kind) if kind else None
+    if hparams_metadata.EXPERIMENT_TAG in content:
+        experiment = hparams_metadata.parse_experiment_plugin_data(
+            content[hparams_metadata.EXPERIMENT_TAG]
+        )
+        metrics = [m.name.tag for m in experiment.metric_infos]
+    return values, metrics

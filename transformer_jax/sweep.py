@@ -1,0 +1,74 @@
+r"""Run an ablation study: python -m transformer_jax.sweep --experiment=experiments/NAME.py --workdir=DIR
+
+Runs every variant × seed through `train_and_evaluate` into DIR/<variant>/seed_<n> (one
+TensorBoard logdir: `tensorboard --logdir DIR` overlays them), skipping finished runs and
+resuming partial ones, then writes curves.png, summary.csv, summary.md and verdict.md.
+`--shard=i/n` runs every n-th run starting at i (cluster array jobs); the report is written
+by whichever shard finds every run ended.
+"""
+import sys
+
+from absl import app, flags, logging
+
+from transformer_jax import cli, report, study as study_lib, workdir as workdir_lib
+from transformer_jax.train import DIVERGED, FINISHED, train_and_evaluate
+
+_EXPERIMENT = flags.DEFINE_string("experiment", None, "Experiment file, e.g. experiments/scaling.py.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Directory of the study (one run per sub-dir).")
+_SIZE = flags.DEFINE_string("size", "default", "default (2-core CPU) | large (GPU/TPU) | tiny (smoke).")
+_SHARD = flags.DEFINE_string("shard", "0/1", "i/n: run only every n-th run, starting at i.")
+flags.mark_flags_as_required(["experiment", "workdir"])
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(x) for x in text.split("/"))
+    except ValueError:
+        index, count = -1, 0
+    if not 0 <= index < count:
+        raise study_lib.ConfigError(f"--shard={text!r} must be i/n with 0 <= i < n, e.g. 0/4")
+    return index, count
+
+
+def run_study(study: study_lib.Study, workdir: str, shard: tuple[int, int] = (0, 1)) -> bool:
+    """Runs this shard's share of the study; writes the report once every run has ended.
+
+    Returns whether the report was written.
+    """
+    root = workdir_lib.prepare(workdir, {"study": study.name, "runs": [list(r) for r in study.runs()]})
+    index, count = shard
+    for i, (variant, seed) in enumerate(study.runs()):
+        if i % count != index:
+            continue
+        run_dir = root / variant / f"seed_{seed}"
+        status = workdir_lib.read_status(run_dir)
+        if status and status["state"] in (FINISHED, DIVERGED):
+            logging.info("[%s] %s seed %d: already %s", study.name, variant, seed, status["state"])
+            continue
+        logging.info("[%s] %s seed %d: training in %s", study.name, variant, seed, run_dir)
+        train_and_evaluate(study.config(variant, seed), str(run_dir))
+    ended = [workdir_lib.read_status(root / v / f"seed_{s}") for v, s in study.runs()]
+    missing = sum(1 for s in ended if not s or s["state"] not in (FINISHED, DIVERGED))
+    if missing:
+        logging.info("[%s] %d of %d runs not ended yet; the report follows when they are",
+                     study.name, missing, len(ended))
+        return False
+    report.write_report(study, root)
+    return True
+
+
+def main(argv):
+    del argv
+    cli.enable_compilation_cache()
+    with cli.user_errors_exit():
+        shard = parse_shard(_SHARD.value)
+        study = study_lib.load_study(_EXPERIMENT.value, _SIZE.value)
+        done = run_study(study, _WORKDIR.value, shard)
+    if done:
+        print(f"verdict: {_WORKDIR.value}/verdict.md\ncurves:  tensorboard --logdir {_WORKDIR.value}")
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    logging.set_verbosity(logging.INFO)
+    app.run(main, flags_parser=cli.parse_flags)

@@ -1,0 +1,94 @@
+"""A run's directory: one config per workdir, a status file, nothing ever mixed or overwritten.
+
+    workdir/config.json       the config that made the run (written once, checked on restart)
+    workdir/status.json       running | finished | diverged | preempted, step, metrics
+    workdir/checkpoints/      Orbax checkpoints
+    workdir/events.out.*      TensorBoard event files
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+CONFIG_FILE, STATUS_FILE = "config.json", "status.json"
+# Fields that change bookkeeping but not a single number of the curves: a restart may change them.
+NOT_IDENTITY = ("train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
+                "data.data_dir")
+
+
+class WorkdirError(ValueError):
+    """A workdir that cannot hold this run; one line naming the directory and what to do."""
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'model': {'d_model': 8}} -> {'model.d_model': 8}."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    a, b = flatten(old), flatten(new)
+    keys = sorted((set(a) | set(b)) - set(NOT_IDENTITY))
+    return [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in keys
+            if a.get(k) != b.get(k)]
+
+
+def write_json_atomic(path: Path, payload: Mapping[str, Any]) -> None:
+    """Write to a temp file in the same directory, then rename: readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        json.dump(payload, f, indent=2, sort_keys=True, default=float)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def prepare(workdir: str, config: Mapping[str, Any]) -> Path:
+    """Creates or re-opens `workdir` for this config; raises WorkdirError if it cannot.
+
+    A workdir that holds a run with another config is refused (curves must never mix); one that
+    holds files but no run of ours is refused too (e.g. the parent `runs/` by mistake).
+    """
+    path = Path(workdir)
+    if path.exists() and not path.is_dir():
+        raise WorkdirError(f"--workdir={workdir!r} is a file, not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".write-test.")
+        probe.close()
+    except OSError as e:
+        raise WorkdirError(f"--workdir={workdir!r} is not writable ({e.strerror or e})") from None
+    saved = path / CONFIG_FILE
+    if saved.exists():
+        differences = config_differences(json.loads(saved.read_text()), config)
+        if differences:
+            shown = "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
+            raise WorkdirError(
+                f"--workdir={workdir!r} holds a run with a different config ({shown}); rerun "
+                f"with its config (saved in {saved}) to resume it, or choose a new --workdir")
+    else:
+        if any(p for p in path.iterdir() if not p.name.startswith(".write-test.")):
+            raise WorkdirError(f"--workdir={workdir!r} is not empty and holds no run "
+                               f"(no {CONFIG_FILE}); choose a new or empty directory")
+        write_json_atomic(saved, config)
+    return path
+
+
+def read_status(workdir: str | Path) -> dict[str, Any] | None:
+    path = Path(workdir) / STATUS_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def write_status(workdir: str | Path, state: str, step: int, **fields: Any) -> dict[str, Any]:
+    status = {"state": state, "step": step, "time": time.time(), **fields}
+    write_json_atomic(Path(workdir) / STATUS_FILE, status)
+    return status
