@@ -1,16 +1,29 @@
 """Small shared helpers for the test suite (everything float32, tiny shapes, CPU)."""
 from __future__ import annotations
 
-import numpy as np
+import os
+
+# The suite compiles many tiny XLA programs on the CPU; the LLVM optimization passes dominate
+# their compile time (3-4x) and buy nothing at these sizes. Float semantics are unchanged (no
+# fast-math). Set before JAX creates its backend; an XLA_FLAGS you already set is kept as given.
+if "XLA_FLAGS" not in os.environ:
+    os.environ["XLA_FLAGS"] = ("--xla_backend_optimization_level=0 "
+                               "--xla_llvm_disable_expensive_passes=true")
+
+import numpy as np  # noqa: E402
 import pytest
 
-from transformer_jax import ModelConfig
+from transformer_jax import ModelConfig  # noqa: E402
 
 PARITY_ATOL = 1e-5  # max abs difference allowed in float32 parity checks
 
 
 def tiny_config(**overrides) -> ModelConfig:
-    """A ModelConfig small enough to compile in well under a second on a CPU."""
+    """A ModelConfig small enough to compile in well under a second on a CPU.
+
+    Keep d_model, d_ff and num_layers at these values where a test can: building the stacked
+    layers compiles a batched initializer per parameter shape (seconds each on a CPU), which is
+    paid once per process for each new shape. num_heads, vocab and outputs cost nothing there."""
     values = dict(vocab_size=13, num_outputs=7, d_model=16, num_heads=2, num_layers=2, d_ff=32,
                   max_len=32)
     values.update(overrides)
@@ -51,3 +64,66 @@ def randomize_biases_and_scales(module, seed: int = 0) -> None:
         return x
 
     nnx.update(module, jax.tree_util.tree_map_with_path(draw, nnx.state(module, nnx.Param)))
+
+
+def kernel_and_bias(linear):
+    return np.asarray(linear.kernel[...]), np.asarray(linear.bias[...])
+
+
+def copy_mha_to_torch(mha, torch_mha) -> None:
+    """Our MultiHeadAttention -> torch.nn.MultiheadAttention. Flax kernels are [in, out], PyTorch
+    weights [out, in]; in_proj stacks the q, k, v projections."""
+    import torch
+
+    qkv = [kernel_and_bias(getattr(mha, n)) for n in ("query", "key", "value")]
+    out_kernel, out_bias = kernel_and_bias(mha.out)
+    with torch.no_grad():
+        torch_mha.in_proj_weight.copy_(torch.from_numpy(np.concatenate([k.T for k, _ in qkv])))
+        torch_mha.in_proj_bias.copy_(torch.from_numpy(np.concatenate([b for _, b in qkv])))
+        torch_mha.out_proj.weight.copy_(torch.from_numpy(out_kernel.T.copy()))
+        torch_mha.out_proj.bias.copy_(torch.from_numpy(out_bias))
+
+
+# --- Training-entrypoint tests (test_train, test_cli_errors, test_faults; tests/helpers_train.py)
+
+
+@pytest.fixture(scope="session")
+def compilation_cache():
+    """JAX's persistent compilation cache for in-process runs, as `main` enables it for its own
+    (a tiny run compiles for ~20 s cold, well under a second warm)."""
+    from jax._src import compilation_cache as jax_cache
+
+    from transformer_jax import cli
+
+    cli.enable_compilation_cache()
+    # If an earlier test already compiled, JAX decided then that no cache is used; ask again.
+    if getattr(jax_cache, "_cache_checked", False) and not getattr(jax_cache, "_cache_used", True):
+        jax_cache.reset_cache()
+
+
+@pytest.fixture(scope="session")
+def tj_data_dir(tmp_path_factory) -> str:
+    """One data_dir for every run of the session: each dataset is prepared once, and nothing goes
+    to the user's ~/.cache/transformer_jax/tensorflow_datasets."""
+    return str(tmp_path_factory.mktemp("tj_data"))
+
+
+@pytest.fixture(scope="session")
+def shakespeare_file() -> str:
+    """The local Tiny Shakespeare ($TJ_SHAKESPEARE or <repo>/../shared/data); missing fails."""
+    from helpers_train import shakespeare_path
+
+    path = shakespeare_path()
+    assert os.path.isfile(path), f"no Tiny Shakespeare at {path}; set TJ_SHAKESPEARE"
+    return path
+
+
+@pytest.fixture(scope="session")
+def finished_tiny_run(tmp_path_factory, tj_data_dir):
+    """One finished `configs/synthetic.py:tiny` run through main: (args, process, workdir).
+    Tests may read it and re-run its command, never change it."""
+    from helpers_train import SYNTHETIC, main_args, run_main
+
+    workdir = tmp_path_factory.mktemp("finished") / "run"
+    args = main_args(f"{SYNTHETIC}:tiny", workdir, tj_data_dir)
+    return args, run_main(args), workdir

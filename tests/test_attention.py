@@ -11,7 +11,8 @@ from flax import nnx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import PARITY_ATOL, assert_close, randomize_biases_and_scales
+from conftest import (assert_close, copy_mha_to_torch, kernel_and_bias,
+                      randomize_biases_and_scales)
 from transformer_jax import (MultiHeadAttention, attention_mask, fused_attention,
                              scaled_dot_product_attention)
 from transformer_jax.attention import attention_logits
@@ -55,7 +56,7 @@ attention_cases = dict(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(**attention_cases)
 def test_sdpa_matches_jax_nn_and_fused(shape, mask_kind, use_bias, scale, seed):
     """Ours == jax.nn.dot_product_attention == fused_attention for any mask, bias, scale, and
@@ -168,10 +169,6 @@ def causal_padding_mask():
     return padding, attention_mask(jnp.asarray(padding), LENGTH, causal=True)  # [B, 1, T, T]
 
 
-def kernel_and_bias(linear):
-    return np.asarray(linear.kernel[...]), np.asarray(linear.bias[...])
-
-
 @pytest.mark.parametrize("masked", [False, True])
 def test_mha_matches_flax_nnx_multi_head_attention(rng, masked):
     mha = our_mha()
@@ -216,17 +213,6 @@ def test_mha_matches_torch_outputs_and_per_head_weights(rng, masked):
     assert_close(ours, reference.numpy())
     assert probe.weights.shape == (BATCH, HEADS, LENGTH, LENGTH)
     assert_close(probe.weights, reference_weights.numpy())
-
-
-def copy_mha_to_torch(mha: MultiHeadAttention, torch_mha: torch.nn.MultiheadAttention):
-    """Flax kernels are [in, out]; PyTorch weights are [out, in]; in_proj stacks q, k, v."""
-    qkv = [kernel_and_bias(getattr(mha, n)) for n in ("query", "key", "value")]
-    out_kernel, out_bias = kernel_and_bias(mha.out)
-    with torch.no_grad():
-        torch_mha.in_proj_weight.copy_(torch.from_numpy(np.concatenate([k.T for k, _ in qkv])))
-        torch_mha.in_proj_bias.copy_(torch.from_numpy(np.concatenate([b for _, b in qkv])))
-        torch_mha.out_proj.weight.copy_(torch.from_numpy(out_kernel.T.copy()))
-        torch_mha.out_proj.bias.copy_(torch.from_numpy(out_bias))
 
 
 def test_mha_probe_reports_the_largest_allowed_logit(rng):

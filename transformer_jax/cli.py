@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import glob
 import importlib.util
 import os
 import re
@@ -57,22 +58,42 @@ def user_errors_exit() -> Iterator[None]:
 
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's flag parsing, with its errors turned into one line (and valid config keys named)."""
+    for arg in argv:  # ml_collections defers a missing config file's error to a traceback later
+        if arg.startswith("--config="):
+            path = arg.split("=", 1)[1].partition(":")[0]
+            if not os.path.isfile(path):
+                folder = path if os.path.isdir(path) else (os.path.dirname(path) or ".")
+                found = sorted(glob.glob(os.path.join(folder, "*.py")))
+                fail(f"--config={path!r} is not a file; config files there: "
+                     f"{', '.join(found) or 'none'}")
     try:
         rest = flags.FLAGS(argv)
-    except flags.Error as e:
+    except (flags.Error, AttributeError, KeyError) as e:
+        # ml_collections raises a bare AttributeError (not a flags.Error) for an unknown
+        # --config.KEY override of a config file given on the command line.
         if "--debug" in argv:
             raise
-        fail(_explain_flag_error(str(e), argv))
+        fail(_explain_flag_error(e, argv))
     if len(rest) > 1:
         fail(f"unexpected arguments {rest[1:]!r}; every setting is a --flag")
     return rest
 
 
-def _explain_flag_error(message: str, argv: list[str]) -> str:
-    message = " ".join(message.split())
+def _explain_flag_error(error: Exception, argv: list[str]) -> str:
+    raw = str(error)
+    if "Traceback (most recent call last)" in raw:
+        # The config file's get_config raised: ml_collections embeds the whole traceback in the
+        # message; keep the flag and the exception's own last line.
+        lines = [line.strip() for line in raw.splitlines() if line.strip()]
+        where = raw.split(": Error whilst parsing config file", 1)[0].removeprefix("flag ")
+        return f"{where}: {re.sub(r'^[A-Za-z_.]*(Error|Exception): ', '', lines[-1])}"
+    message = " ".join(raw.split())
     unknown = re.search(r"[Uu]nknown command line flag '([^']+)'", message)
-    if unknown and unknown.group(1).startswith("config."):
-        key = unknown.group(1)
+    key = unknown.group(1) if unknown else None
+    if key is None and isinstance(error, (AttributeError, KeyError)):
+        key = _unknown_override(argv)
+        message = f"--{key} is not a config field" if key else f"bad --config override: {message}"
+    if key and key.startswith("config."):
         valid = _config_keys(argv)
         if valid:
             close = difflib.get_close_matches(key, valid, n=3)
@@ -81,6 +102,17 @@ def _explain_flag_error(message: str, argv: list[str]) -> str:
             hint = f"did you mean {', '.join(close)}? " if close else ""
             return f"--{key} is not a config field; {hint}valid: {', '.join(same_section)}"
     return message
+
+
+def _unknown_override(argv: list[str]) -> str | None:
+    """The first --config.KEY=VALUE of argv that names no field (nor section) of the config."""
+    valid = _config_keys(argv)
+    for arg in argv:
+        if arg.startswith("--config."):
+            key = arg[2:].split("=", 1)[0]
+            if key not in valid and not any(v.startswith(key + ".") for v in valid):
+                return key
+    return None
 
 
 def _config_keys(argv: list[str]) -> list[str]:

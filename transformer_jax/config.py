@@ -69,6 +69,11 @@ def parse_enum(kind: type[E], value: Any, name: str) -> E:
     raise ConfigError(f"{name}={value!r} is not one of: {choices}")
 
 
+MODEL_ENUMS: dict[str, type[enum.Enum]] = {
+    "position": Position, "norm": Norm, "arch": Arch, "head": Head, "attention": AttentionImpl,
+    "dtype": DType}
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """Everything that defines a model. Field names match the `model.*` command-line flags."""
@@ -96,8 +101,16 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"model.{name}={value!r} must be a positive integer")
-        if not 0.0 <= self.dropout < 1.0:
+        if (not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool)
+                or not 0.0 <= self.dropout < 1.0):
             raise ConfigError(f"model.dropout={self.dropout!r} must be in [0, 1)")
+        for name, kind in MODEL_ENUMS.items():  # a plain string here would silently match nothing
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                raise ConfigError(
+                    f"model.{name}={value!r} must be a {kind.__name__} member, one of: "
+                    f"{', '.join(f'{kind.__name__}.{m.name}' for m in kind)} "
+                    f"(ModelConfig.from_config parses strings)")
         for name in ("attn_scale", "residual"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"model.{name}={getattr(self, name)!r} must be True or False")
@@ -123,9 +136,7 @@ class ModelConfig:
     @classmethod
     def from_config(cls, model: Mapping[str, Any], **from_data: Any) -> "ModelConfig":
         """Builds the config from the `model` ConfigDict plus dataset facts (vocab_size, ...)."""
-        enums = {"position": Position, "norm": Norm, "arch": Arch, "head": Head,
-                 "attention": AttentionImpl, "dtype": DType}
-        return build_dataclass(cls, "model", model, enums, **from_data)
+        return build_dataclass(cls, "model", model, MODEL_ENUMS, **from_data)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (enums as strings), e.g. for hyperparameter logging."""

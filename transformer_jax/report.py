@@ -132,3 +132,22 @@ def plot_curves(study: Study, runs, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
+
+
+def write_index(root: Path, names: list[str]) -> Path:
+    """root/report.md: each study's verdict line, table and plots, linked."""
+    lines = ["# Ablation studies", "",
+             f"Curves of every run: `tensorboard --logdir {root}`", ""]
+    for name in names:
+        verdict = (root / name / "verdict.md").read_text().splitlines()
+        summary = next((l for l in verdict if l.startswith("**Verdict")), "")
+        claim = next((l for l in verdict if l.startswith("**Claim")), "")
+        start = next((i for i, l in enumerate(verdict) if l.startswith("|")), len(verdict))
+        end = next((i for i in range(start, len(verdict)) if not verdict[i].startswith("|")),
+                   len(verdict))
+        table = verdict[start:end]  # the first table: expected / measured / verdict
+        lines += [f"## [{name}]({name}/verdict.md)", "", claim, "", *table, "", summary, "",
+                  f"![{name}]({name}/curves.png)", ""]
+    path = root / "report.md"
+    path.write_text("\n".join(lines))
+    return path

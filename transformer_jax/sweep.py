@@ -1,5 +1,8 @@
 r"""Run an ablation study: python -m transformer_jax.sweep --experiment=experiments/NAME.py --workdir=DIR
 
+`--experiment=experiments/` (a directory) runs every study in it, each into DIR/<name>, and
+writes DIR/report.md linking their verdicts and plots (what scripts/run.sh does).
+
 Runs every variant × seed through `train_and_evaluate` into DIR/<variant>/seed_<n> (one
 TensorBoard logdir: `tensorboard --logdir DIR` overlays them), skipping finished runs and
 resuming partial ones, then writes curves.png, summary.csv, summary.md and verdict.md.
@@ -7,17 +10,20 @@ resuming partial ones, then writes curves.png, summary.csv, summary.md and verdi
 by whichever shard finds every run ended.
 """
 import sys
+from pathlib import Path
 
 from absl import app, flags, logging
 
 from transformer_jax import cli, report, study as study_lib, workdir as workdir_lib
 from transformer_jax.train import DIVERGED, FINISHED, train_and_evaluate
 
-_EXPERIMENT = flags.DEFINE_string("experiment", None, "Experiment file, e.g. experiments/scaling.py.")
+_EXPERIMENT = flags.DEFINE_string("experiment", None,
+                                  "Experiment file (experiments/scaling.py) or a directory of them.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory of the study (one run per sub-dir).")
 _SIZE = flags.DEFINE_string("size", "default", "default (2-core CPU) | large (GPU/TPU) | tiny (smoke).")
 _SHARD = flags.DEFINE_string("shard", "0/1", "i/n: run only every n-th run, starting at i.")
 flags.mark_flags_as_required(["experiment", "workdir"])
+STUDY_ORDER = ("scaling", "positions", "residuals", "norm_placement", "length_generalization")
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -57,15 +63,36 @@ def run_study(study: study_lib.Study, workdir: str, shard: tuple[int, int] = (0,
     return True
 
 
+def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int]) -> Path | None:
+    """Every study in `directory` (in STUDY_ORDER, then by name); DIR/report.md when all ended."""
+    files = sorted(directory.glob("[!_]*.py"), key=lambda p: (
+        STUDY_ORDER.index(p.stem) if p.stem in STUDY_ORDER else len(STUDY_ORDER), p.stem))
+    if not files:
+        raise study_lib.ConfigError(f"--experiment={str(directory)!r} holds no experiment files")
+    root = Path(workdir)
+    done = {}
+    for path in files:
+        study = study_lib.load_study(path, size)
+        done[study.name] = run_study(study, str(root / study.name), shard)
+    if not all(done.values()):
+        return None
+    return report.write_index(root, list(done))
+
+
 def main(argv):
     del argv
     cli.enable_compilation_cache()
     with cli.user_errors_exit():
         shard = parse_shard(_SHARD.value)
-        study = study_lib.load_study(_EXPERIMENT.value, _SIZE.value)
-        done = run_study(study, _WORKDIR.value, shard)
-    if done:
-        print(f"verdict: {_WORKDIR.value}/verdict.md\ncurves:  tensorboard --logdir {_WORKDIR.value}")
+        experiment = Path(_EXPERIMENT.value)
+        if experiment.is_dir():
+            index = run_all(experiment, _WORKDIR.value, _SIZE.value, shard)
+            where = index
+        else:
+            study = study_lib.load_study(experiment, _SIZE.value)
+            where = Path(_WORKDIR.value) / "verdict.md" if run_study(study, _WORKDIR.value, shard) else None
+    if where:
+        print(f"\nreport: {where}\ncurves: tensorboard --logdir {_WORKDIR.value}")
     sys.exit(0)
 
 

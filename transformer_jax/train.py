@@ -101,7 +101,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     if restored is not None:
         start, state, _ = restored
         logging.info("resuming %s from step %d", workdir, start)
-    writer = SummaryWriter(str(path), purge_step=start or None)  # drop events logged after the checkpoint
+    # Drop the events an interrupted process logged after its checkpoint: steps > start (those at
+    # `start` itself were logged before that checkpoint was saved, and stay).
+    writer = SummaryWriter(str(path), purge_step=start + 1 if start else None)
     if start == 0:
         writer.hparams(_hparams(config, run), metrics=["eval/loss", "eval/accuracy"])
     logging.info("%s | %s | %d parameters", run.dataset.describe(), _describe(run.model),

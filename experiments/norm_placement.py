@@ -1,0 +1,73 @@
+"""Claim: LayerNorm keeps activations in range; where it sits decides whether deep stacks train
+without learning-rate warm-up.
+
+Run:  python -m transformer_jax.sweep --experiment=experiments/norm_placement.py --workdir=runs/norm
+Post-LN puts the norm after the residual sum: gradients near the output are large, and without
+warm-up Adam's first big steps derail it (Xiong et al. 2020). Pre-LN trains without warm-up.
+"""
+from pathlib import Path
+
+from transformer_jax import probes
+from transformer_jax.study import Comparison, Expectation, Study, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+SIZES = {
+    "tiny": dict(steps=30, d_model=32, layers=2, lr=3e-3),
+    "default": dict(steps=400, d_model=64, layers=6, lr=3e-3),
+    "large": dict(steps=5000, d_model=256, layers=12, lr=1e-3),
+}
+
+
+def get_study(size: str) -> Study:
+    s = SIZES[size]
+    base = load_config(REPO / "configs/synthetic.py", "task=reverse" + (",tiny" if size == "tiny" else ""))
+    base.unlock()
+    base.model.update(d_model=s["d_model"], num_heads=4, d_ff=4 * s["d_model"],
+                      num_layers=s["layers"])
+    base.train.update(num_steps=s["steps"], learning_rate=s["lr"], grad_clip_norm=0.0,
+                      eval_every=max(s["steps"] // 8, 1), log_every=max(s["steps"] // 20, 1),
+                      checkpoint_every=s["steps"])
+    warmup = s["steps"] // 4
+    variants = {
+        "pre_no_warmup": {"model.norm": "pre", "train.warmup_steps": 0},
+        "post_no_warmup": {"model.norm": "post", "train.warmup_steps": 0},
+        "post_warmup": {"model.norm": "post", "train.warmup_steps": warmup},
+        "no_norm_no_warmup": {"model.norm": "none", "train.warmup_steps": 0},
+    }
+    return Study(
+        name="norm_placement",
+        claim="LayerNorm keeps activations in range; Pre-LN trains without warm-up where Post-LN "
+              "needs it.",
+        published=("Xiong et al. 2020: Post-LN without warm-up reaches 8.45 BLEU vs ≈ 34 with "
+                   "warm-up; Pre-LN trains without warm-up; Post-LN's last-layer gradient norm "
+                   "stays ≈ constant with depth while Pre-LN's falls. Liu et al. 2020: Post-LN fails "
+                   "at 12+12 layers where Pre-LN trains."),
+        base=base, variants=variants, seeds=(0, 1, 2),
+        metrics=("eval/accuracy", "eval/loss", "train/grad_norm"),
+        expectations=(
+            Expectation("without warm-up, Pre-LN beats Post-LN (accuracy ≥ 0.05)", "eval/accuracy",
+                        "pre_no_warmup", Comparison.BETTER, 0.05, b="post_no_warmup"),
+            Expectation("warm-up rescues Post-LN (accuracy ≥ 0.05 over no warm-up)",
+                        "eval/accuracy", "post_warmup", Comparison.BETTER, 0.05,
+                        b="post_no_warmup"),
+            Expectation("without any norm, training is worse than Pre-LN (accuracy ≥ 0.05)",
+                        "eval/accuracy", "pre_no_warmup", Comparison.BETTER, 0.05,
+                        b="no_norm_no_warmup"),
+        ),
+        probes=write_probes,
+    )
+
+
+def write_probes(root: Path) -> str:
+    depths = (2, 6, 12)
+    norms = probes.grad_norm_by_depth(depths)
+    last = {k: [float(v[d][-1]) for d in depths] for k, v in norms.items()}
+    probes.plot_lines(root / "probe_grad_norm_by_layer.png",
+                      {f"{k}-LN, 12 layers": (list(range(1, 13)), norms[k][12]) for k in norms},
+                      title="gradient norm per layer at init", xlabel="layer",
+                      ylabel="‖∂loss/∂θ_layer‖")
+    rows = [(d, last["post"][i], last["pre"][i]) for i, d in enumerate(depths)]
+    table = probes.markdown_table(["depth", "Post-LN last-layer grad norm",
+                                   "Pre-LN last-layer grad norm"], rows)
+    return ("Causal LM on random tokens at initialization (d_model 64, 4 heads).\n\n"
+            f"{table}\n\n![grad norms](probe_grad_norm_by_layer.png)")

@@ -1,0 +1,62 @@
+"""Claim: without positional encoding "dog bites man" and "man bites dog" are the same.
+
+Run:  python -m transformer_jax.sweep --experiment=experiments/positions.py --workdir=runs/positions
+Encoder variants learn `order` (does symbol A come before symbol B? one label per sequence): a
+bidirectional encoder without positions is permutation-equivariant, its mean-pooled output
+permutation-invariant, so it sits at chance (0.5). Decoder variants learn `sort` as a causal
+LM: the causal mask itself leaks order, so positions matter much less (Haviv et al. 2022).
+"""
+from pathlib import Path
+
+from transformer_jax import probes
+from transformer_jax.config import Position
+from transformer_jax.study import Comparison, Expectation, Study, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+SIZES = {
+    "tiny": dict(steps=30, d_model=32),
+    "default": dict(steps=400, d_model=64),
+    "large": dict(steps=5000, d_model=256),
+}
+SCHEMES = ("none", "sinusoidal", "learned", "rotary", "alibi")
+
+
+def get_study(size: str) -> Study:
+    s = SIZES[size]
+    base = load_config(REPO / "configs/synthetic.py", "task=order" + (",tiny" if size == "tiny" else ""))
+    base.unlock()
+    base.model.update(d_model=s["d_model"], num_heads=4, d_ff=4 * s["d_model"], num_layers=2)
+    base.train.update(num_steps=s["steps"], warmup_steps=s["steps"] // 10,
+                      eval_every=max(s["steps"] // 8, 1), log_every=max(s["steps"] // 20, 1),
+                      checkpoint_every=s["steps"])
+    variants = {f"encoder_{p}": {"model.position": p} for p in SCHEMES}
+    decoder = {"model.arch": "decoder", "data.task": "sort"}
+    variants.update({"decoder_none": {**decoder, "model.position": "none"},
+                     "decoder_rotary": {**decoder, "model.position": "rotary"}})
+    return Study(
+        name="positions",
+        claim="Without positional encoding, attention cannot tell 'dog bites man' from "
+              "'man bites dog' (in a bidirectional encoder).",
+        published=("Haviv et al. 2022: a causal LM without positions is close to one with learned "
+                   "positions (20.97 vs 20.42 perplexity); a bidirectional one fails (147 vs 4.06)."),
+        base=base, variants=variants, seeds=(0, 1, 2),
+        metrics=("eval/accuracy", "eval/loss"),
+        expectations=(
+            Expectation("encoder without positions stays at chance (accuracy ≤ 0.6)",
+                        "eval/accuracy", "encoder_none", Comparison.AT_MOST, 0.6),
+            *(Expectation(f"encoder with {p} beats no positions by ≥ 0.2", "eval/accuracy",
+                          f"encoder_{p}", Comparison.BETTER, 0.2, b="encoder_none")
+              for p in SCHEMES[1:]),
+            Expectation("causal decoder without positions within 10 % of rotary (accuracy)",
+                        "eval/accuracy", "decoder_none", Comparison.WITHIN, 0.10,
+                        b="decoder_rotary"),
+        ),
+        probes=write_probes,
+    )
+
+
+def write_probes(root: Path) -> str:
+    rows = [(p.value, probes.permutation_gap(p)) for p in Position]
+    table = probes.markdown_table(["position", "max |f(P·x) − P·f(x)|"], rows)
+    return ("A bidirectional encoder at initialization, tokens permuted: 0 means the output is "
+            f"exactly permuted with them (permutation-equivariant).\n\n{table}")

@@ -1,0 +1,68 @@
+"""Claim: residual connections give gradients a highway through deep stacks.
+
+Run:  python -m transformer_jax.sweep --experiment=experiments/residuals.py --workdir=runs/residuals
+Without skips, self-attention stacks lose rank: token representations collapse toward one
+vector, doubly exponentially in depth (Dong et al. 2021). A deep stack without residuals then
+stays near the unigram baseline while a shallow one still learns.
+"""
+from pathlib import Path
+
+from transformer_jax import probes
+from transformer_jax.study import Comparison, Expectation, Study, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+SIZES = {
+    "tiny": dict(steps=30, d_model=32, deep=4),
+    "default": dict(steps=400, d_model=64, deep=8),
+    "large": dict(steps=5000, d_model=256, deep=24),
+}
+
+
+def get_study(size: str) -> Study:
+    s = SIZES[size]
+    base = load_config(REPO / "configs/synthetic.py", "task=reverse" + (",tiny" if size == "tiny" else ""))
+    base.unlock()
+    base.model.update(d_model=s["d_model"], num_heads=4, d_ff=4 * s["d_model"], norm="pre")
+    base.train.update(num_steps=s["steps"], warmup_steps=s["steps"] // 10,
+                      eval_every=max(s["steps"] // 8, 1), log_every=max(s["steps"] // 20, 1),
+                      checkpoint_every=s["steps"])
+    deep = s["deep"]
+    variants = {
+        f"residual_{deep}_layers": {"model.num_layers": deep, "model.residual": True},
+        f"no_residual_{deep}_layers": {"model.num_layers": deep, "model.residual": False},
+        "no_residual_1_layer": {"model.num_layers": 1, "model.residual": False},
+    }
+    return Study(
+        name="residuals",
+        claim="Residual connections give gradients a highway through deep stacks.",
+        published=("Dong et al. 2021: without skips, token representations collapse toward rank 1 "
+                   "doubly exponentially in depth; expect a deep no-skip stack stuck near the "
+                   "unigram baseline while 1–2 layers still learn."),
+        base=base, variants=variants, seeds=(0, 1, 2),
+        metrics=("eval/accuracy", "eval/loss", "train/grad_norm"),
+        expectations=(
+            Expectation(f"{deep} layers with residuals beat {deep} layers without (accuracy ≥ 0.2)",
+                        "eval/accuracy", f"residual_{deep}_layers", Comparison.BETTER, 0.2,
+                        b=f"no_residual_{deep}_layers"),
+            Expectation(f"1 layer without residuals beats {deep} without (accuracy ≥ 0.05)",
+                        "eval/accuracy", "no_residual_1_layer", Comparison.BETTER, 0.05,
+                        b=f"no_residual_{deep}_layers"),
+        ),
+        probes=write_probes,
+    )
+
+
+def write_probes(root: Path) -> str:
+    depth = 12
+    with_skip = probes.token_similarity_by_depth(True, depth)
+    without = probes.token_similarity_by_depth(False, depth)
+    layers = list(range(depth + 1))
+    probes.plot_lines(root / "probe_token_similarity.png",
+                      {"with residuals": (layers, with_skip), "without": (layers, without)},
+                      title="token similarity at init", xlabel="layer",
+                      ylabel="mean pairwise cosine")
+    rows = [(l, float(with_skip[l]), float(without[l])) for l in (0, 1, 2, 4, 8, 12)]
+    table = probes.markdown_table(["after layer", "with residuals", "without"], rows)
+    return ("Mean pairwise cosine similarity of token vectors, 12-layer pre-norm encoder at "
+            f"initialization (1 = every token the same vector: rank collapse).\n\n{table}\n\n"
+            "![similarity](probe_token_similarity.png)")

@@ -1,0 +1,188 @@
+"""The training entrypoint end to end: tiny runs of each config through `python -m
+transformer_jax.main`, resume equivalence, TensorBoard readback, divergence, re-running a
+finished run."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+
+import numpy as np
+import pytest
+
+from helpers_train import (LM, SYNTHETIC, assert_trees_equal, checkpoint_steps, main_args,
+                           restore_newest, run_main, tiny_config, tree_hashes)
+
+pytestmark = [pytest.mark.usefixtures("compilation_cache"),
+              # Orbax's aborted TensorStore reads may report "Event loop is closed" late.
+              pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
+
+STEPS = 20  # num_steps of the `tiny` size
+PROGRESS_LINE = re.compile(r"step (\d+)/(\d+)\s+loss [\d.]+\s+acc [\d.]+\s+\|\s+[\d.]+ steps/s\s+ETA \d+")
+# Made to diverge: a huge step size, no clipping, no normalization, no warmup.
+DIVERGE = {"train.learning_rate": 1e4, "train.grad_clip_norm": 0.0, "model.norm": "none",
+           "train.warmup_steps": 0, "train.log_every": 1, "train.checkpoint_every": 1}
+
+
+@pytest.fixture(scope="module")
+def lm_run(tmp_path_factory, tj_data_dir, shakespeare_file):
+    workdir = tmp_path_factory.mktemp("lm") / "run"
+    args = main_args(f"{LM}:tiny", workdir, tj_data_dir, {"data.text_path": shakespeare_file})
+    return args, run_main(args), workdir
+
+
+@pytest.fixture(params=["synthetic", "lm"])
+def tiny_run(request):
+    """Either config's finished tiny run: (args, process, workdir, bits tag)."""
+    if request.param == "synthetic":
+        return (*request.getfixturevalue("finished_tiny_run"), "eval/bits_per_token")
+    return (*request.getfixturevalue("lm_run"), "eval/bits_per_char")
+
+
+def _status(workdir) -> dict:
+    return json.loads((workdir / "status.json").read_text())
+
+
+def test_tiny_run_through_main(tiny_run):
+    _, proc, workdir, _ = tiny_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    status = _status(workdir)
+    assert status["state"] == "finished" and status["step"] == STEPS
+    assert math.isfinite(status["eval"]["loss"]) and math.isfinite(status["train"]["train/loss"])
+    progress = [m.groups() for m in PROGRESS_LINE.finditer(proc.stderr)]
+    assert ("20", "20") in progress and ("5", "20") in progress, proc.stderr[-3000:]
+    assert re.search(rf"finished {STEPS} steps in \d+s: ", proc.stderr)
+    assert checkpoint_steps(workdir) == [10, 20]
+    assert json.loads((workdir / "config.json").read_text())["train"]["num_steps"] == STEPS
+
+
+def test_tensorboard_readback(tiny_run):
+    from transformer_jax import summaries
+
+    _, proc, workdir, bits = tiny_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    scalars = summaries.read_scalars(str(workdir))
+    expected = {f"train/{k}" for k in ("loss", "accuracy", "learning_rate", "grad_norm",
+                                       "param_norm", "update_norm", "max_abs_logit",
+                                       "steps_per_sec")}
+    expected |= {"layers/grad_norm/layer_00", "layers/grad_norm/layer_01",
+                 "eval/loss", "eval/accuracy", bits}
+    expected |= {f"attention/{k}/layer_{l:02d}" for k in ("entropy", "max_weight", "max_abs_logit")
+                 for l in (0, 1)}
+    assert expected <= set(scalars), sorted(expected - set(scalars))
+    assert [s for s, _ in scalars["train/loss"]] == [5, 10, 15, 20]
+    assert [s for s, _ in scalars["eval/loss"]] == [10, 20]
+    assert all(math.isfinite(v) for points in scalars.values() for _, v in points)
+    for _, value in scalars["attention/entropy/layer_00"] + scalars["attention/entropy/layer_01"]:
+        assert 0.0 <= value <= 1.0
+    # bits = loss / ln 2, on the same evaluation
+    for (_, loss), (_, b) in zip(scalars["eval/loss"], scalars[bits]):
+        assert b == pytest.approx(loss / math.log(2), rel=1e-5)
+    tags = summaries.read_tags(str(workdir))
+    assert {"attention_map/layer_00", "attention_map/layer_01"} <= set(tags["images"])
+    hparams, metrics = summaries.read_hparams(str(workdir))
+    assert metrics == ["eval/loss", "eval/accuracy"]
+    assert hparams["train.num_steps"] == STEPS and hparams["model.d_model"] == 32
+    assert hparams["model.position"] == "sinusoidal"
+
+
+def test_rerun_of_finished_run_does_nothing(finished_tiny_run):
+    args, proc, workdir = finished_tiny_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    before = tree_hashes(workdir)
+    again = run_main(args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "already finished at step 20; nothing to do" in again.stderr
+    assert not PROGRESS_LINE.search(again.stderr)
+    assert tree_hashes(workdir) == before
+
+
+class _StopAfterStep10:
+    """Wraps the trainer's Checkpointer: right after the checkpoint of step 10 is saved, the
+    process sends itself SIGTERM, which the trainer turns into a clean stop at that step."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __call__(self, *args, **kwargs):
+        checkpointer = self.real(*args, **kwargs)
+        save = checkpointer.save
+
+        def save_then_stop(step, *a, **k):
+            save(step, *a, **k)
+            if step == 10:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        checkpointer.save = save_then_stop
+        return checkpointer
+
+
+def test_resume_equals_uninterrupted(tmp_path, tj_data_dir, monkeypatch):
+    """20 steps straight vs 10, stop, restart, 10 more (same config): equal parameters, bitwise."""
+    from transformer_jax import summaries, train
+
+    config = tiny_config(overrides={"data.data_dir": tj_data_dir})
+    straight = train.train_and_evaluate(config, str(tmp_path / "straight"))
+    assert straight["state"] == "finished"
+
+    with monkeypatch.context() as m:
+        m.setattr(train, "Checkpointer", _StopAfterStep10(train.Checkpointer))
+        first = train.train_and_evaluate(config, str(tmp_path / "resumed"))
+    assert first["state"] == "preempted" and first["step"] == 10, first
+    assert checkpoint_steps(tmp_path / "resumed") == [10]
+    second = train.train_and_evaluate(config, str(tmp_path / "resumed"))
+    assert second["state"] == "finished" and second["step"] == STEPS
+
+    step_a, state_a = restore_newest(tmp_path / "straight", config)
+    step_b, state_b = restore_newest(tmp_path / "resumed", config)
+    assert step_a == step_b == STEPS
+    assert_trees_equal(state_b, state_a)  # params, optimizer moments and step counter
+    assert second["eval"] == straight["eval"]
+    # TensorBoard shows one curve: the restart purges nothing it needs and duplicates nothing.
+    resumed = summaries.read_scalars(str(tmp_path / "resumed"))
+    assert resumed["train/loss"] == summaries.read_scalars(str(tmp_path / "straight"))["train/loss"]
+
+
+def test_divergence_stops_the_run(tmp_path, tj_data_dir):
+    workdir = tmp_path / "boom"
+    proc = run_main(main_args(f"{SYNTHETIC}:tiny", workdir, tj_data_dir, DIVERGE))
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    status = _status(workdir)
+    assert status["state"] == "diverged"
+    step = status["step"]
+    assert 1 < step < STEPS, status  # after some finite steps, long before the end
+    assert re.search(rf"diverged at step {step}: loss=nan", proc.stderr)
+    last = status["last_finite_metrics"]
+    assert last and all(math.isfinite(v) for v in last.values()), last
+    # the last finite metrics were logged at the step before (log_every=1)
+    from transformer_jax import summaries
+
+    scalars = summaries.read_scalars(str(workdir))
+    assert scalars["train/loss"][-1] == (step - 1, pytest.approx(last["train/loss"]))
+    # checkpoints only before the divergence step
+    assert checkpoint_steps(workdir) and max(checkpoint_steps(workdir)) < step
+    # and the ended run is not retried
+    again = run_main(main_args(f"{SYNTHETIC}:tiny", workdir, tj_data_dir, DIVERGE))
+    assert again.returncode == 3 and "already diverged" in again.stderr
+
+
+def test_diverging_variant_does_not_stop_a_sweep(tmp_path, tj_data_dir):
+    import csv
+
+    from transformer_jax import study as study_lib, sweep, workdir as workdir_lib
+
+    study = study_lib.Study(
+        name="divergence", claim="one variant diverges", published="-",
+        base=tiny_config(overrides={"data.data_dir": tj_data_dir}),
+        variants={"diverges": DIVERGE, "fine": {}}, seeds=(0,), metrics=("eval/loss",),
+        expectations=())
+    assert sweep.run_study(study, str(tmp_path))
+    states = {v: workdir_lib.read_status(tmp_path / v / "seed_0")["state"] for v in study.variants}
+    assert states == {"diverges": "diverged", "fine": "finished"}
+    rows = {r["variant"]: r for r in csv.DictReader(open(tmp_path / "summary.csv"))}
+    assert rows["diverges"]["state"] == "diverged" and rows["fine"]["state"] == "finished"
+    assert np.isfinite(float(rows["fine"]["eval/loss"]))
