@@ -43,9 +43,10 @@ def full_mask(mask, shape):
     return np.ones(shape, bool) if mask is None else np.broadcast_to(np.asarray(mask), shape)
 
 
-# A few fixed shapes (q_len < kv_len, q_len > kv_len, equal): JAX compiles each op once per
-# shape, so hypothesis varies the data, masks, bias and scale, not the shapes.
-SHAPES = [(2, 3, 5, 2, 4), (1, 5, 3, 3, 8), (2, 4, 4, 1, 2)]  # batch, q_len, kv_len, heads, head_dim
+# Two fixed shapes (q_len < kv_len, q_len > kv_len; equal lengths are tested with the modules):
+# eager JAX compiles each op once per shape, so hypothesis varies the data, masks, bias and
+# scale, not the shapes.
+SHAPES = [(2, 3, 5, 2, 4), (1, 5, 3, 3, 8)]  # batch, q_len, kv_len, heads, head_dim
 
 attention_cases = dict(
     shape=st.sampled_from(SHAPES),

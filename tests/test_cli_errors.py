@@ -1,8 +1,12 @@
 """Bad input to `python -m transformer_jax.main`: exit code 2, one `error:` line on stderr that
 names the bad value (and the valid choices where there are some), no traceback, and nothing
-written into the run directory it was pointed at."""
+written into the run directory it was pointed at.
+
+Each case is one subprocess (~2-3 s, mostly imports); the module runs them all at once, a few in
+parallel (`outcomes`), and the tests then judge one result each."""
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 import time
 
@@ -33,9 +37,10 @@ CASES = {
     "negative_layers": (S, {"model.num_layers": -1}, (), ["model.num_layers=-1", "positive integer"]),
     "zero_steps": (S, {"train.num_steps": 0}, (), ["train.num_steps=0", "positive integer"]),
     "negative_learning_rate": (S, {"train.learning_rate": -1.0}, (), ["train.learning_rate=-1.0"]),
-    "seq_len_beyond_max_len": (S, {"model.position": "learned", "data.seq_len": 16,
-                                   "model.max_len": 8}, (), [
-        "length 16", "model.max_len=8"]),
+    # (a seq_len the data_dir does not hold yet would prepare that dataset first, with progress
+    # bars on stderr: keep the tiny size's seq_len 8)
+    "seq_len_beyond_max_len": (S, {"model.position": "learned", "model.max_len": 4}, (), [
+        "length 8", "model.max_len=4"]),
     "bad_task": (S, {"data.task": "bogus"}, (), ["data.task='bogus'", "copy, reverse, sort, order"]),
     "bad_data_kind": (S, {"data.kind": "video"}, (), ["data.kind='video'", "synthetic, text"]),
     "not_an_integer": (S, {"model.d_model": "abc"}, (), ["--config.model.d_model=abc", "'abc'"]),
@@ -55,23 +60,64 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def texts(tmp_path_factory):
-    d = tmp_path_factory.mktemp("texts")
-    (d / "empty.txt").write_bytes(b"")
-    (d / "binary.bin").write_bytes(bytes(range(256)) * 4)
-    (d / "short.txt").write_text("To be, or not to be\n")
-    return d
+PARALLEL = 3
+OFFLINE_PROXY = "http://127.0.0.1:9"  # nobody listens there: the hub looks unreachable at once
 
 
 @pytest.fixture(scope="module")
 def existing_run(finished_tiny_run, tmp_path_factory):
-    """A copy of a finished run: every bad input is pointed at it and must leave it untouched."""
+    """A copy of a finished run: bad inputs are pointed at it and must leave it untouched."""
     _, proc, workdir = finished_tiny_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     copy = tmp_path_factory.mktemp("existing") / "run"
     shutil.copytree(workdir, copy)
     return copy
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory, existing_run, tj_data_dir):
+    """Runs every case of this module; {name: (args, process, seconds)} plus the paths used.
+    `existing_run`'s file hashes are taken before and after all of them."""
+    tmp = tmp_path_factory.mktemp("cli_errors")
+    texts = tmp / "texts"
+    texts.mkdir()
+    (texts / "empty.txt").write_bytes(b"")
+    (texts / "binary.bin").write_bytes(bytes(range(256)) * 4)
+    (texts / "short.txt").write_text("To be, or not to be\n")
+    (tmp / "afile").write_text("not a run")
+    (tmp / "other_files").mkdir()
+    (tmp / "other_files" / "notes.txt").write_text("mine")
+    paths = {"afile": tmp / "afile", "under_a_file": tmp / "afile" / "run",
+             "other_files": tmp / "other_files",
+             "new": tmp / "new"}
+    jobs = {}
+    for name, (config, overrides, extra, _) in CASES.items():
+        overrides = {k: str(v).replace("{texts}", str(texts)) for k, v in overrides.items()}
+        jobs[name] = (main_args(config, existing_run, tj_data_dir, overrides, *extra), None)
+    jobs.update({
+        "new_workdir": (main_args(S, paths["new"], tj_data_dir, {"model.position": "sideways"}), None),
+        "workdir_is_a_file": (main_args(S, paths["afile"], tj_data_dir), None),
+        "workdir_under_a_file": (main_args(S, paths["under_a_file"], tj_data_dir), None),
+        "different_config": (main_args(S, existing_run, tj_data_dir, {"model.position": "rotary"}),
+                             None),
+        "other_files": (main_args(S, paths["other_files"], tj_data_dir), None),
+        "offline_hub": (main_args(L, existing_run, tmp / "empty_data_dir", {"data.text_path": ""}),
+                        {"https_proxy": OFFLINE_PROXY, "HTTPS_PROXY": OFFLINE_PROXY}),
+        "debug_config_error": (main_args(S, paths["new"], tj_data_dir,
+                                         {"model.position": "sideways"}, "--debug"), None),
+    })
+
+    def timed(args, env):
+        start = time.monotonic()
+        proc = run_main(args, env)
+        return args, proc, time.monotonic() - start
+
+    before = tree_hashes(existing_run)
+    with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
+        futures = {name: pool.submit(timed, *job) for name, job in jobs.items()}
+        results = {name: future.result() for name, future in futures.items()}
+    return {"results": results, "paths": paths, "existing_before": before,
+            "existing_after": tree_hashes(existing_run), "existing_run": existing_run}
 
 
 def assert_one_error_line(proc, *fragments: str) -> str:
@@ -85,80 +131,66 @@ def assert_one_error_line(proc, *fragments: str) -> str:
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_bad_input(case, texts, existing_run, tj_data_dir):
-    config, overrides, extra, fragments = CASES[case]
-    overrides = {k: str(v).replace("{texts}", str(texts)) for k, v in overrides.items()}
-    before = tree_hashes(existing_run)
-    proc = run_main(main_args(config, existing_run, tj_data_dir, overrides, *extra))
-    assert_one_error_line(proc, *fragments)
-    assert tree_hashes(existing_run) == before
+def test_bad_input(case, outcomes):
+    _, proc, _ = outcomes["results"][case]
+    assert_one_error_line(proc, *CASES[case][3])
 
 
-def test_bad_input_creates_no_workdir(tmp_path, tj_data_dir):
-    workdir = tmp_path / "new"
-    proc = run_main(main_args(S, workdir, tj_data_dir, {"model.position": "sideways"}))
-    assert_one_error_line(proc, "sideways")
-    assert not workdir.exists()
+def test_nothing_written_into_the_existing_run(outcomes):
+    """Every case above (and the different-config and offline ones) was pointed at it."""
+    assert outcomes["existing_after"] == outcomes["existing_before"]
+    assert not outcomes["paths"]["new"].exists()  # nor is a new workdir created
 
 
-def test_workdir_is_a_file(tmp_path, tj_data_dir):
-    path = tmp_path / "afile"
-    path.write_text("not a run")
-    proc = run_main(main_args(S, path, tj_data_dir))
-    assert_one_error_line(proc, f"--workdir='{path}'", "is a file")
+def test_bad_input_creates_no_workdir(outcomes):
+    assert_one_error_line(outcomes["results"]["new_workdir"][1], "sideways")
+    assert not outcomes["paths"]["new"].exists()
+
+
+def test_workdir_is_a_file(outcomes):
+    path = outcomes["paths"]["afile"]
+    assert_one_error_line(outcomes["results"]["workdir_is_a_file"][1], f"--workdir='{path}'",
+                          "is a file")
     assert path.read_text() == "not a run"
 
 
-@pytest.mark.parametrize("where", ["under_a_file", "proc"])
-def test_unwritable_workdir(where, tmp_path, tj_data_dir):
-    # We may run as root, so permission bits would not stop us: a path below a regular file, or
-    # in /proc, cannot be created by anyone.
-    if where == "under_a_file":
-        (tmp_path / "afile").write_text("x")
-        workdir = tmp_path / "afile" / "run"
-    else:
-        workdir = "/proc/transformer_jax_test_run"
-    proc = run_main(main_args(S, workdir, tj_data_dir))
-    assert_one_error_line(proc, f"--workdir='{workdir}'", "is not writable")
+def test_unwritable_workdir(outcomes):
+    # We may run as root, so permission bits would not stop us: a path below a regular file
+    # cannot be created by anyone.
+    proc = outcomes["results"]["workdir_under_a_file"][1]
+    assert_one_error_line(proc, f"--workdir='{outcomes['paths']['under_a_file']}'",
+                          "is not writable", "Not a directory")
 
 
-def test_workdir_with_a_different_config(existing_run, tj_data_dir):
-    before = tree_hashes(existing_run)
-    proc = run_main(main_args(S, existing_run, tj_data_dir, {"model.position": "rotary"}))
+def test_workdir_with_a_different_config(outcomes):
+    existing = outcomes["existing_run"]
     line = assert_one_error_line(
-        proc, f"--workdir='{existing_run}'", "different config",
+        outcomes["results"]["different_config"][1], f"--workdir='{existing}'", "different config",
         "model.position: 'sinusoidal' -> 'rotary'", "to resume it", "choose a new --workdir")
-    assert str(existing_run / "config.json") in line
-    assert tree_hashes(existing_run) == before
+    assert str(existing / "config.json") in line
+    assert outcomes["existing_after"] == outcomes["existing_before"]
 
 
-def test_workdir_holding_other_files(tmp_path, tj_data_dir):
-    (tmp_path / "notes.txt").write_text("mine")
-    proc = run_main(main_args(S, tmp_path, tj_data_dir))
-    assert_one_error_line(proc, "is not empty and holds no run", "choose a new or empty directory")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+def test_workdir_holding_other_files(outcomes):
+    assert_one_error_line(outcomes["results"]["other_files"][1], "is not empty and holds no run",
+                          "choose a new or empty directory")
+    assert sorted(p.name for p in outcomes["paths"]["other_files"].iterdir()) == ["notes.txt"]
 
 
-def test_offline_hub_dataset_fails_fast(tmp_path, existing_run):
+def test_offline_hub_dataset_fails_fast(outcomes):
     """configs/lm.py without a text file wants TFDS tiny_shakespeare; offline (forced here through
-    a proxy nobody listens on) that is one line naming data.text_path, in seconds."""
-    before = tree_hashes(existing_run)
-    start = time.monotonic()
-    proxy = "http://127.0.0.1:9"
-    proc = run_main(main_args(L, existing_run, tmp_path / "empty_data_dir", {"data.text_path": ""}),
-                    env={"https_proxy": proxy, "HTTPS_PROXY": proxy})
-    elapsed = time.monotonic() - start
+    a proxy nobody listens on) that is one line naming data.text_path, in seconds: at most the
+    reachability probe (5 s) more than a config error, where TFDS's downloader would retry for
+    minutes. (Compared with a config error's time, not absolute: the machine may be busy.)"""
+    _, proc, seconds = outcomes["results"]["offline_hub"]
     assert_one_error_line(proc, "data.text_path=''", "tiny_shakespeare", "offline",
                           "--config.data.text_path=")
-    assert elapsed < 20, f"took {elapsed:.1f}s"
-    assert tree_hashes(existing_run) == before
+    baseline = outcomes["results"]["bad_data_kind"][2]
+    assert seconds < baseline + 15, f"took {seconds:.1f}s, a config error {baseline:.1f}s"
 
 
-def test_debug_shows_the_traceback(tmp_path, tj_data_dir):
-    proc = run_main(main_args(S, tmp_path / "new", tj_data_dir, {"model.position": "sideways"},
-                              "--debug"))
+def test_debug_shows_the_traceback(outcomes):
+    proc = outcomes["results"]["debug_config_error"][1]
     assert proc.returncode not in (0, 2), proc.stderr[-3000:]
     assert "Traceback (most recent call last)" in proc.stderr
     assert "ConfigError: model.position='sideways'" in proc.stderr
-    proc = run_main(main_args(S, tmp_path / "new", tj_data_dir, {"model.foo": 1}, "--debug"))
-    assert proc.returncode not in (0, 2) and "Traceback (most recent call last)" in proc.stderr

@@ -12,10 +12,7 @@ HEADING = "## Use the modules"
 
 def readme_example() -> str:
     """The first ```python block after the heading "## Use the modules"."""
-    # TODO(lead): drop the snippet fallback once the section is in README.md.
     source = ROOT / "README.md"
-    if not source.exists():
-        source = ROOT / "docs_snippet_readme_usage.md"
     text = source.read_text()
     assert HEADING in text, f"{source.name} has no '{HEADING}' section"
     after = text[text.index(HEADING):]

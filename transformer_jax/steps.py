@@ -68,9 +68,13 @@ def _layer_norms(tree: Any, num_layers: int) -> Array:
 
 
 def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
-                    tx: optax.GradientTransformation, schedule: optax.Schedule
-                    ) -> Callable[[dict, Batch, Array], tuple[dict, dict]]:
-    """state = {'params', 'opt_state', 'step'} -> (new state, metrics). Buffers are donated."""
+                    tx: optax.GradientTransformation, schedule: optax.Schedule, *,
+                    replicas: bool = False) -> Callable[[dict, Batch, Array], tuple[dict, dict]]:
+    """state = {'params', 'opt_state', 'step'} -> (new state, metrics). Buffers are donated.
+
+    replicas=True: every argument and result has a leading replica axis (e.g. seeds), trained
+    side by side in one compiled program (`jax.vmap`).
+    """
 
     def train_step(state: dict, batch: Batch, rng: Array):
         dropout_key = jax.random.fold_in(rng, state["step"]) if model_cfg.dropout > 0 else None
@@ -93,11 +97,14 @@ def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
         metrics["finite"] = jnp.isfinite(loss) & jnp.isfinite(metrics["grad_norm"])
         return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, metrics
 
-    return jax.jit(train_step, donate_argnums=(0,))
+    return jax.jit(jax.vmap(train_step) if replicas else train_step, donate_argnums=(0,))
 
 
-def make_eval_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig):
-    """params, batch -> summed metrics (weighted sums, so batches of any fill add up exactly)."""
+def make_eval_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig, *, replicas: bool = False):
+    """params, batch -> summed metrics (weighted sums, so batches of any fill add up exactly).
+
+    replicas=True: params carry a leading replica axis, the batch is shared.
+    """
 
     def eval_step(params, batch: Batch):
         logits, _ = nnx.merge(graphdef, params)(batch["inputs"], batch["padding_mask"])
@@ -110,7 +117,7 @@ def make_eval_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig):
             out["seq_accuracy"], out["sequences"] = metrics["seq_accuracy"] * real, real
         return out
 
-    return jax.jit(eval_step)
+    return jax.jit(jax.vmap(eval_step, in_axes=(0, None)) if replicas else eval_step)
 
 
 def finish_eval(sums: dict[str, float], bits_name: str = "bits_per_token") -> dict[str, float]:
@@ -123,7 +130,7 @@ def finish_eval(sums: dict[str, float], bits_name: str = "bits_per_token") -> di
     return out
 
 
-def make_probe(graphdef: nnx.GraphDef):
+def make_probe(graphdef: nnx.GraphDef, *, replicas: bool = False):
     """params, batch -> per-layer attention statistics and the weights of example 0.
 
     entropy is normalized by log(number of keys a query may see), so 1 = uniform attention and
@@ -145,4 +152,4 @@ def make_probe(graphdef: nnx.GraphDef):
                 "max_abs_logit": found.max_abs_logit,
                 "example_weights": w[:, 0]}  # [L, H, T, T]
 
-    return jax.jit(probe)
+    return jax.jit(jax.vmap(probe, in_axes=(0, None)) if replicas else probe)

@@ -3,9 +3,10 @@ r"""Run an ablation study: python -m transformer_jax.sweep --experiment=experime
 `--experiment=experiments/` (a directory) runs every study in it, each into DIR/<name>, and
 writes DIR/report.md linking their verdicts and plots (what scripts/run.sh does).
 
-Runs every variant × seed through `train_and_evaluate` into DIR/<variant>/seed_<n> (one
-TensorBoard logdir: `tensorboard --logdir DIR` overlays them), skipping finished runs and
-resuming partial ones, then writes curves.png, summary.csv, summary.md and verdict.md.
+Runs every variant × seed into DIR/<variant>/seed_<n> (one TensorBoard logdir:
+`tensorboard --logdir DIR` overlays them), the seeds of a variant side by side in one compiled
+program (`train.train_replicas`); skips finished runs, resumes partial ones, then writes
+curves.png, summary.csv, summary.md and verdict.md.
 `--shard=i/n` runs every n-th run starting at i (cluster array jobs); the report is written
 by whichever shard finds every run ended.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 from absl import app, flags, logging
 
 from transformer_jax import cli, report, study as study_lib, workdir as workdir_lib
-from transformer_jax.train import DIVERGED, FINISHED, train_and_evaluate
+from transformer_jax.train import DIVERGED, FINISHED, train_replicas
 
 _EXPERIMENT = flags.DEFINE_string("experiment", None,
                                   "Experiment file (experiments/scaling.py) or a directory of them.")
@@ -43,16 +44,15 @@ def run_study(study: study_lib.Study, workdir: str, shard: tuple[int, int] = (0,
     """
     root = workdir_lib.prepare(workdir, {"study": study.name, "runs": [list(r) for r in study.runs()]})
     index, count = shard
-    for i, (variant, seed) in enumerate(study.runs()):
-        if i % count != index:
+    mine = [run for i, run in enumerate(study.runs()) if i % count == index]
+    for variant in study.variants:
+        seeds = [seed for v, seed in mine if v == variant]
+        if not seeds:
             continue
-        run_dir = root / variant / f"seed_{seed}"
-        status = workdir_lib.read_status(run_dir)
-        if status and status["state"] in (FINISHED, DIVERGED):
-            logging.info("[%s] %s seed %d: already %s", study.name, variant, seed, status["state"])
-            continue
-        logging.info("[%s] %s seed %d: training in %s", study.name, variant, seed, run_dir)
-        train_and_evaluate(study.config(variant, seed), str(run_dir))
+        dirs = [str(root / variant / f"seed_{seed}") for seed in seeds]
+        logging.info("[%s] %s, seeds %s: %s", study.name, variant, seeds, root / variant)
+        # The seeds of a variant train side by side in one compiled program.
+        train_replicas([study.config(variant, seed) for seed in seeds], dirs)
     ended = [workdir_lib.read_status(root / v / f"seed_{s}") for v, s in study.runs()]
     missing = sum(1 for s in ended if not s or s["state"] not in (FINISHED, DIVERGED))
     if missing:

@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -83,103 +83,182 @@ def init_model(cfg: ModelConfig, seed: int) -> tuple[nnx.GraphDef, dict]:
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     """Trains (or resumes, or reports an already ended run); returns the run's final status."""
-    run = build_run(config)
-    fmt = run.model.arch.value  # batch layout: 'encoder' or 'decoder'
-    path = workdir_lib.prepare(workdir, config.to_dict())
-    status = workdir_lib.read_status(path)
-    if status and status["state"] in (FINISHED, DIVERGED):
-        logging.info("run in %s already %s at step %d; nothing to do", workdir, status["state"],
-                     status["step"])
-        return status
+    return train_replicas([config], [workdir])[0]
 
-    graphdef, params = init_model(run.model, run.seed)
-    tx, schedule = steps.make_optimizer(run.train)
-    state = {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
-    checkpoints = Checkpointer(str(path / "checkpoints"), keep=run.train.keep_checkpoints)
-    restored = checkpoints.restore(state)
-    start = 0
-    if restored is not None:
-        start, state, _ = restored
-        logging.info("resuming %s from step %d", workdir, start)
-    # Drop the events an interrupted process logged after its checkpoint: steps > start (those at
-    # `start` itself were logged before that checkpoint was saved, and stay).
-    writer = SummaryWriter(str(path), purge_step=start + 1 if start else None)
-    if start == 0:
-        writer.hparams(_hparams(config, run), metrics=["eval/loss", "eval/accuracy"])
-    logging.info("%s | %s | %d parameters", run.dataset.describe(), _describe(run.model),
-                 sum(p.size for p in jax.tree.leaves(params)))
 
-    train_step = steps.make_train_step(graphdef, run.model, tx, schedule)
-    eval_step = steps.make_eval_step(graphdef, run.model)
-    probe = steps.make_probe(graphdef)
-    dropout_rng = jax.random.key(run.seed + 1)
-    progress = Progress(start, run.train.num_steps)
-    last_finite: dict[str, float] = {}
-    result: dict[str, Any] = {}
-    workdir_lib.write_status(path, "running", start)
+@dataclasses.dataclass
+class Replica:
+    """One run of a replicated training: its own workdir, checkpoints, curves and status."""
+
+    config: ml_collections.ConfigDict
+    run: Run
+    path: Path
+    checkpoints: Checkpointer
+    writer: Optional[SummaryWriter] = None
+    last_finite: dict = dataclasses.field(default_factory=dict)
+    result: dict = dataclasses.field(default_factory=dict)
+    active: bool = True
+
+
+def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Sequence[str]
+                   ) -> list[dict[str, Any]]:
+    """Trains runs whose configs differ only in `seed` side by side, in one compiled program.
+
+    Each run keeps its own workdir, checkpoints, curves and status, exactly as if trained alone;
+    the step is `jax.vmap`-ed over a leading replica axis (for small models on a CPU, three
+    seeds cost little more than one). A diverging replica is stopped and recorded; the others
+    go on. Returns each run's final status.
+    """
+    if len(configs) != len(workdirs) or not configs:
+        raise ValueError("train_replicas needs one workdir per config")
+    runs = [build_run(c) for c in configs]
+    _check_differ_only_in_seed(configs)
+    paths = [workdir_lib.prepare(w, c.to_dict()) for c, w in zip(configs, workdirs)]
+    statuses = [workdir_lib.read_status(p) for p in paths]
+    todo = [i for i, s in enumerate(statuses) if not (s and s["state"] in (FINISHED, DIVERGED))]
+    for i in sorted(set(range(len(configs))) - set(todo)):
+        logging.info("run in %s already %s at step %d; nothing to do", workdirs[i],
+                     statuses[i]["state"], statuses[i]["step"])
+    if not todo:
+        return statuses
+
+    model_cfg, train_cfg = runs[todo[0]].model, runs[todo[0]].train
+    fmt = model_cfg.arch.value  # batch layout: 'encoder' or 'decoder'
+    tx, schedule = steps.make_optimizer(train_cfg)
+    replicas, states, starts = [], [], []
+    for i in todo:
+        graphdef, params = init_model(model_cfg, runs[i].seed)
+        state = {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
+        checkpoints = Checkpointer(str(paths[i] / "checkpoints"), keep=train_cfg.keep_checkpoints)
+        restored = checkpoints.restore(state)
+        start = 0
+        if restored is not None:
+            start, state, _ = restored
+            logging.info("resuming %s from step %d", workdirs[i], start)
+        replicas.append(Replica(configs[i], runs[i], paths[i], checkpoints))
+        states.append(state)
+        starts.append(start)
+    if len(set(starts)) > 1:  # interrupted between the replicas' saves: finish each alone
+        for r in replicas:
+            r.checkpoints.close()
+        return [statuses[i] if i not in todo else train_replicas([configs[i]], [workdirs[i]])[0]
+                for i in range(len(configs))]
+    start = starts[0]
+    for r in replicas:
+        # Drop the events an interrupted process logged after its checkpoint: steps > start.
+        r.writer = SummaryWriter(str(r.path), purge_step=start + 1 if start else None)
+        if start == 0:
+            r.writer.hparams(_hparams(r.config, r.run), metrics=["eval/loss", "eval/accuracy"])
+        workdir_lib.write_status(r.path, "running", start)
+    logging.info("%s | %s | %d parameters | seeds %s", runs[todo[0]].dataset.describe(),
+                 _describe(model_cfg), sum(p.size for p in jax.tree.leaves(states[0]["params"])),
+                 [r.run.seed for r in replicas])
+
+    state = jax.tree.map(lambda *xs: jnp.stack(xs), *states)  # leading replica axis
+    train_step = steps.make_train_step(graphdef, model_cfg, tx, schedule, replicas=True)
+    eval_step = steps.make_eval_step(graphdef, model_cfg, replicas=True)
+    probe = steps.make_probe(graphdef, replicas=True)
+    dropout_rngs = jnp.stack([jax.random.key(r.run.seed + 1) for r in replicas])
+    progress = Progress(start, train_cfg.num_steps)
+    total = train_cfg.num_steps
 
     with sigterm_requests_stop() as stop_requested:
-        for step in range(start, run.train.num_steps):
-            batch = run.dataset.train_batch(step, run.train.batch_size, fmt)
-            state, metrics = train_step(state, batch, dropout_rng)
+        for step in range(start, total):
+            batches = [r.run.dataset.train_batch(step, train_cfg.batch_size, fmt) for r in replicas]
+            batch = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
+            state, metrics = train_step(state, batch, dropout_rngs)
             metrics = jax.device_get(metrics)  # also waits for the step: a NaN is seen at once
             done = step + 1
-            if not metrics["finite"]:
-                writer.close()
-                logging.error("diverged at step %d: loss=%s grad_norm=%s; last finite metrics: %s",
-                              done, metrics["loss"], metrics["grad_norm"], last_finite)
-                return workdir_lib.write_status(path, DIVERGED, done, last_finite_metrics=last_finite,
-                                                loss=float(metrics["loss"]))
-            progress.update(done, float(metrics["loss"]))
-            if done % run.train.log_every == 0 or done == run.train.num_steps:
-                last_finite = _train_scalars(metrics)
-                progress.log(done, last_finite)  # adds train/steps_per_sec
-                writer.scalars(done, last_finite)
-            if done % run.train.eval_every == 0 or done == run.train.num_steps:
-                result = evaluate(run, fmt, eval_step, probe, state["params"], writer, done)
-            last = done == run.train.num_steps
-            if done % run.train.checkpoint_every == 0 or last or stop_requested[0]:
-                checkpoints.save(done, state, {"step": done})
-            if stop_requested[0] and not last:
-                writer.close()
+            for j, r in enumerate(replicas):
+                if r.active and not metrics["finite"][j]:
+                    _stop_diverged(r, done, {k: v[j] for k, v in metrics.items()})
+            live = [j for j, r in enumerate(replicas) if r.active]
+            if not live:
+                break
+            progress.update(done, float(np.mean(metrics["loss"][live])))
+            if done % train_cfg.log_every == 0 or done == total:
+                progress.log(done, [float(metrics["loss"][j]) for j in live],
+                             float(np.mean(metrics["accuracy"][live])))
+                for j in live:
+                    r = replicas[j]
+                    r.last_finite = _train_scalars({k: v[j] for k, v in metrics.items()})
+                    r.last_finite["train/steps_per_sec"] = progress.rate
+                    r.writer.scalars(done, r.last_finite)
+            if done % train_cfg.eval_every == 0 or done == total:
+                evaluate(replicas, live, fmt, eval_step, probe, state["params"], done)
+            if done % train_cfg.checkpoint_every == 0 or done == total or stop_requested[0]:
+                for j in live:
+                    replicas[j].checkpoints.save(done, jax.tree.map(lambda x: x[j], state),
+                                                 {"step": done})
+            if stop_requested[0] and done < total:
                 logging.warning("SIGTERM: saved a checkpoint at step %d; rerun the same command "
                                 "to resume", done)
-                return workdir_lib.write_status(path, PREEMPTED, done)
-    writer.close()
-    checkpoints.close()
+                for j in live:
+                    replicas[j].writer.close()
+                    workdir_lib.write_status(replicas[j].path, PREEMPTED, done)
+                break
+        else:
+            for r in replicas:
+                if r.active:
+                    r.writer.close()
+                    workdir_lib.write_status(r.path, FINISHED, total, eval=r.result,
+                                             train=r.last_finite, seconds=progress.elapsed())
+                    logging.info("finished %d steps in %s (seed %d): %s", total,
+                                 _duration(progress.elapsed()), r.run.seed, _format(r.result))
+    for r in replicas:
+        r.checkpoints.close()
     progress.close()
-    final = workdir_lib.write_status(path, FINISHED, run.train.num_steps, eval=result,
-                                     train=last_finite, seconds=progress.elapsed())
-    logging.info("finished %d steps in %s: %s", run.train.num_steps,
-                 _duration(progress.elapsed()), _format(result))
-    return final
+    by_index = dict(zip(todo, replicas))
+    return [workdir_lib.read_status(by_index[i].path) if i in by_index else statuses[i]
+            for i in range(len(configs))]
 
 
-def evaluate(run: Run, fmt: str, eval_step, probe, params, writer: SummaryWriter,
-             step: int) -> dict[str, float]:
-    """Eval metrics over the eval split and attention statistics of its first batch."""
-    sums: dict[str, float] = {}
+def _stop_diverged(r: Replica, step: int, metrics: dict[str, Any]) -> None:
+    r.active = False
+    r.writer.close()
+    logging.error("diverged at step %d (seed %d): loss=%s grad_norm=%s; last finite metrics: %s",
+                  step, r.run.seed, metrics["loss"], metrics["grad_norm"], r.last_finite)
+    workdir_lib.write_status(r.path, DIVERGED, step, last_finite_metrics=r.last_finite,
+                             loss=float(metrics["loss"]))
+
+
+def _check_differ_only_in_seed(configs: Sequence[ml_collections.ConfigDict]) -> None:
+    first = dict(configs[0].to_dict(), seed=None)
+    for c in configs[1:]:
+        differences = workdir_lib.config_differences(first, dict(c.to_dict(), seed=None))
+        if differences:
+            raise ConfigError(f"replicated runs may differ only in seed, not in {differences[0]}")
+
+
+def evaluate(replicas: list[Replica], live: list[int], fmt: str, eval_step, probe, params,
+             step: int) -> None:
+    """Eval metrics over the eval split, and attention statistics of its first batch, for every
+    live replica (the eval split is the same for all: it does not depend on the seed)."""
+    run = replicas[live[0]].run
+    sums: dict[str, np.ndarray] = {}
     first = None
     for i, batch in enumerate(run.dataset.eval_batches(run.train.batch_size, fmt)):
         if run.train.eval_batches and i >= run.train.eval_batches:
             break
         first = batch if first is None else first
         for k, v in jax.device_get(eval_step(params, batch)).items():
-            sums[k] = sums.get(k, 0.0) + float(v)
-    metrics = steps.finish_eval(sums, bits_name=run.bits_name)
-    scalars = {f"eval/{k}": v for k, v in metrics.items()}
+            sums[k] = sums.get(k, 0.0) + np.asarray(v, np.float64)
     found = jax.device_get(probe(params, first))
-    for name in ("entropy", "max_weight", "max_abs_logit"):
-        for layer, value in enumerate(np.asarray(found[name]).reshape(-1)):
-            scalars[f"attention/{name}/layer_{layer:02d}"] = float(value)
-    writer.scalars(step, scalars)
     length = int(np.asarray(first["padding_mask"][0]).sum())
-    weights = np.asarray(found["example_weights"])[:, :, :length, :length]  # [L, H, t, t]
-    writer.images(step, {f"attention_map/layer_{l:02d}": attention_map_image(weights[l])
-                         for l in sorted({0, weights.shape[0] - 1})})
-    writer.flush()
-    logging.info("eval at step %d: %s", step, _format(metrics))
-    return metrics
+    for j in live:
+        r = replicas[j]
+        r.result = steps.finish_eval({k: float(v[j]) for k, v in sums.items()},
+                                     bits_name=run.bits_name)
+        scalars = {f"eval/{k}": v for k, v in r.result.items()}
+        for name in ("entropy", "max_weight", "max_abs_logit"):
+            for layer, value in enumerate(np.asarray(found[name][j]).reshape(-1)):
+                scalars[f"attention/{name}/layer_{layer:02d}"] = float(value)
+        r.writer.scalars(step, scalars)
+        weights = np.asarray(found["example_weights"][j])[:, :, :length, :length]  # [L, H, t, t]
+        r.writer.images(step, {f"attention_map/layer_{l:02d}": attention_map_image(weights[l])
+                               for l in sorted({0, weights.shape[0] - 1})})
+        r.writer.flush()
+    logging.info("eval at step %d: %s", step, "; ".join(_format(replicas[j].result) for j in live))
 
 
 def _train_scalars(metrics: dict[str, Any]) -> dict[str, float]:
@@ -229,14 +308,15 @@ class Progress:
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
 
-    def log(self, step: int, scalars: dict[str, float]) -> None:
+    def log(self, step: int, losses: list[float], accuracy: float) -> None:
         now = time.perf_counter()
         self.rate = (step - self.step_last) / max(now - self.t_last, 1e-9)
         self.t_last, self.step_last = now, step
-        scalars["train/steps_per_sec"] = self.rate
         eta = (self.total - step) / max(self.rate, 1e-9)
-        logging.info("step %d/%d  loss %.4f  acc %.3f  |  %.1f steps/s  ETA %s", step, self.total,
-                     scalars["train/loss"], scalars["train/accuracy"], self.rate, _duration(eta))
+        each = f" (seeds: {', '.join(f'{l:.4f}' for l in losses)})" if len(losses) > 1 else ""
+        logging.info("step %d/%d  loss %.4f%s  acc %.3f  |  %.1f steps/s  ETA %s", step,
+                     self.total, float(np.mean(losses)), each, accuracy, self.rate,
+                     _duration(eta))
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
