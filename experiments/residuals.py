@@ -2,8 +2,10 @@
 
 Run:  python -m transformer_jax.sweep --experiment=experiments/residuals.py --workdir=runs/residuals
 Without skips, self-attention stacks lose rank: token representations collapse toward one
-vector, doubly exponentially in depth (Dong et al. 2021). A deep stack without residuals then
-stays near the unigram baseline while a shallow one still learns.
+vector, doubly exponentially in depth (Dong et al. 2021). The task is `copy`: with residuals
+each token's identity rides the skip path; without them it must survive every attention
+mixing step. A deep stack without residuals then stays near the unigram baseline while a
+shallow one still learns.
 """
 from pathlib import Path
 
@@ -13,14 +15,14 @@ from transformer_jax.study import Comparison, Expectation, Study, load_config
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {
     "tiny": dict(steps=30, d_model=32, deep=4),
-    "default": dict(steps=400, d_model=64, deep=8),
+    "default": dict(steps=300, d_model=64, deep=6),
     "large": dict(steps=5000, d_model=256, deep=24),
 }
 
 
 def get_study(size: str) -> Study:
     s = SIZES[size]
-    base = load_config(REPO / "configs/synthetic.py", "task=reverse" + (",tiny" if size == "tiny" else ""))
+    base = load_config(REPO / "configs/synthetic.py", "task=copy" + (",tiny" if size == "tiny" else ""))
     base.unlock()
     base.model.update(d_model=s["d_model"], num_heads=4, d_ff=4 * s["d_model"], norm="pre")
     base.train.update(num_steps=s["steps"], warmup_steps=s["steps"] // 10,

@@ -89,9 +89,9 @@ def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
         params = optax.apply_updates(state["params"], updates)
         metrics.update(
             learning_rate=schedule(state["step"]),
-            grad_norm=optax.global_norm(grads),
-            param_norm=optax.global_norm(params),
-            update_norm=optax.global_norm(updates),
+            grad_norm=optax.tree.norm(grads),
+            param_norm=optax.tree.norm(params),
+            update_norm=optax.tree.norm(updates),
             layer_grad_norm=_layer_norms(grads["layers"], model_cfg.num_layers),
         )
         metrics["finite"] = jnp.isfinite(loss) & jnp.isfinite(metrics["grad_norm"])

@@ -76,9 +76,10 @@ def _experiment_pb(values: Mapping[str, HParamValue], metrics: Sequence[str]) ->
 class SummaryWriter:
     """One event-file writer per run (`logdir` = the run's workdir).
 
-    `purge_step`: when a run resumes from a checkpoint at step S, pass S so TensorBoard discards
-    the events the interrupted process wrote at steps >= S (tensorboardX writes a
-    `SessionLog.START` at S; `EventAccumulator` purges on it). Otherwise curves show both copies.
+    `purge_step`: TensorBoard discards the events earlier writers logged at steps >= purge_step
+    (tensorboardX writes a `SessionLog.START` there; `EventAccumulator` purges on it). A run
+    resumed from a checkpoint at step S passes S + 1: the events at S itself were logged before
+    that checkpoint was saved and are valid; later ones would otherwise show twice.
     """
 
     def __init__(self, logdir: str, *, purge_step: int | None = None, flush_secs: int = 30):

@@ -1,0 +1,139 @@
+"""The study runner: end to end on a tiny study, resuming a half-finished sweep, the verdict logic
+on constructed results, and the experiment files themselves."""
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+import pytest
+
+from transformer_jax import cli, report, sweep, workdir as workdir_lib
+from transformer_jax.config import ConfigError
+from transformer_jax.study import Comparison, Expectation, Study, load_config, load_study
+
+REPO = Path(__file__).resolve().parents[1]
+EXPERIMENTS = ("scaling", "positions", "residuals", "norm_placement", "length_generalization")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compilation_cache():
+    cli.enable_compilation_cache()
+
+
+def tiny_study(data_dir: Path, probes=None) -> Study:
+    base = load_config(REPO / "configs/synthetic.py", "tiny,task=sort")
+    base.unlock()
+    base.data.data_dir = str(data_dir)
+    base.train.update(num_steps=6, log_every=2, eval_every=3, checkpoint_every=3, eval_batches=1)
+    return Study(
+        name="tiny", claim="scaling helps", published="none", base=base,
+        variants={"scaled": {"model.attn_scale": True}, "unscaled": {"model.attn_scale": False}},
+        seeds=(0,), metrics=("eval/accuracy", "eval/loss"),
+        expectations=(Expectation("scaled is not worse", "eval/loss", "scaled",
+                                  Comparison.BETTER, -10.0, b="unscaled", higher_is_better=False),),
+        probes=probes)
+
+
+def _hashes(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_sweep_end_to_end_then_rerun_changes_no_run(tmp_path):
+    study = tiny_study(tmp_path / "data", probes=lambda root: "probe table")
+    root = tmp_path / "study"
+    assert sweep.run_study(study, str(root))
+    for name in ("curves.png", "summary.csv", "summary.md", "verdict.md"):
+        assert (root / name).stat().st_size > 0, name
+    verdict = (root / "verdict.md").read_text()
+    assert "scaling helps" in verdict and "holds" in verdict and "probe table" in verdict
+    rows = (root / "summary.csv").read_text().splitlines()
+    assert rows[0].startswith("variant,seed,state,steps") and len(rows) == 3
+    for variant in ("scaled", "unscaled"):
+        status = workdir_lib.read_status(root / variant / "seed_0")
+        assert status["state"] == "finished" and status["step"] == 6
+    runs_before = {k: v for k, v in _hashes(root).items() if "seed_" in k}
+    assert sweep.run_study(study, str(root))  # everything already ended: nothing retrained
+    assert {k: v for k, v in _hashes(root).items() if "seed_" in k} == runs_before
+
+
+def test_half_finished_sweep_completes_only_what_is_missing(tmp_path):
+    study = tiny_study(tmp_path / "data")
+    root = tmp_path / "study"
+    assert not sweep.run_study(study, str(root), shard=(0, 2))  # only 'scaled' ran
+    assert workdir_lib.read_status(root / "scaled" / "seed_0")["state"] == "finished"
+    assert not (root / "unscaled").exists() and not (root / "verdict.md").exists()
+    first = _hashes(root / "scaled")
+    assert sweep.run_study(study, str(root), shard=(1, 2))  # the rest, then the report
+    assert _hashes(root / "scaled") == first
+    assert workdir_lib.read_status(root / "unscaled" / "seed_0")["state"] == "finished"
+    assert (root / "verdict.md").exists()
+
+
+def test_a_different_study_in_the_same_workdir_is_refused(tmp_path):
+    study = tiny_study(tmp_path / "data")
+    root = tmp_path / "study"
+    workdir_lib.prepare(str(root), {"study": "other", "runs": []})
+    with pytest.raises(workdir_lib.WorkdirError, match="different config"):
+        sweep.run_study(study, str(root))
+
+
+def test_bad_shard_and_unknown_experiment_and_variant(tmp_path):
+    with pytest.raises(ConfigError, match="--shard='3/2'"):
+        sweep.parse_shard("3/2")
+    with pytest.raises(ConfigError, match="--shard='x'"):
+        sweep.parse_shard("x")
+    assert sweep.parse_shard("1/4") == (1, 4)
+    with pytest.raises(ConfigError, match="scaling.py"):  # lists the experiments there are
+        load_study(REPO / "experiments" / "nope.py")
+    with pytest.raises(ConfigError, match="not one of"):
+        tiny_study(tmp_path).config("missing", 0)
+
+
+RESULTS = {"a": [0.9, 0.8, 0.85], "b": [0.5, 0.55, 0.6], "diverged": [0.5, 0.55, math.nan]}
+
+
+@pytest.mark.parametrize("expectation, holds", [
+    (Expectation("", "m", "a", Comparison.BETTER, 0.2, b="b"), True),
+    (Expectation("", "m", "a", Comparison.BETTER, 0.4, b="b"), False),
+    (Expectation("", "m", "b", Comparison.BETTER, 0.0, b="a"), False),
+    (Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b", higher_is_better=False), False),
+    # a diverged run (nan) counts as the worst possible value: -inf accuracy, +inf loss
+    (Expectation("", "m", "a", Comparison.BETTER, 10.0, b="diverged"), True),
+    (Expectation("", "m", "a", Comparison.BETTER, 10.0, b="diverged", higher_is_better=False), True),
+    (Expectation("", "m", "diverged", Comparison.BETTER, -10.0, b="a", higher_is_better=False), False),
+    (Expectation("", "m", "a", Comparison.WITHIN, 0.1, b="b"), False),
+    (Expectation("", "m", "a", Comparison.AT_MOST, 0.9), True),
+    (Expectation("", "m", "a", Comparison.AT_MOST, 0.8), False),
+])
+def test_verdict_logic_on_constructed_results(expectation, holds):
+    ok, measured = expectation.judge(RESULTS)
+    assert ok is holds and "a:" in measured
+
+
+def test_within_is_relative():
+    e = Expectation("", "m", "a", Comparison.WITHIN, 0.05, b="b")
+    assert e.judge({"a": [1.04], "b": [1.0]})[0]
+    assert not e.judge({"a": [1.06], "b": [1.0]})[0]
+
+
+def test_final_value_and_verdict_markdown_mark_diverged_runs(tmp_path):
+    study = tiny_study(tmp_path)
+    runs = {("scaled", 0): {"status": {"state": "finished"}, "curves": {"eval/loss": [(3, 2.0), (6, 1.5)]}},
+            ("unscaled", 0): {"status": {"state": "diverged"}, "curves": {"eval/loss": [(3, 2.5)]}}}
+    assert report.final_value(runs[("scaled", 0)], "eval/loss") == 1.5
+    assert math.isnan(report.final_value(runs[("unscaled", 0)], "eval/loss"))
+    text = report.verdict_markdown(study, runs)
+    assert "| scaled is not worse |" in text and "holds" in text
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_files_declare_a_complete_study(name):
+    for size in ("tiny", "default", "large"):
+        study = load_study(REPO / "experiments" / f"{name}.py", size)
+        assert study.claim and study.published and study.expectations
+        assert len(study.seeds) >= 3 and len(study.variants) >= 2
+        for variant in study.variants:  # every variant is a valid, buildable config
+            config = study.config(variant, study.seeds[0])
+            assert config.model.d_model > 0

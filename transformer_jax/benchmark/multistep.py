@@ -1,0 +1,49 @@
+"""Train-step wrappers that do more work per compiled call, for the trainer to adopt.
+
+- `make_multi_step`: k optimizer steps in one call (`jax.lax.scan` over k stacked batches).
+  A small model on a CPU spends a large part of each step in per-call overhead (dispatch,
+  argument handling, thread-pool wake-ups between many small kernels, the host loop); one call
+  per k steps pays it once. The result is bit-for-bit the same training (same batches, same
+  order): the scan body is the unchanged train step.
+- `make_seeds_step`: S independent runs (seeds) of one variant as one program, `jax.vmap` over
+  (state, batch): small matmuls become S times wider.
+
+Both take the jitted step of `steps.make_train_step` as it is: calling a jitted function inside
+another traced function inlines it (its donation applies only at the outer call).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+
+Batch = dict[str, Any]
+TrainStep = Callable[[dict, Batch, jax.Array], tuple[dict, dict]]
+
+
+def stack_batches(batches: Sequence[Batch]) -> Batch:
+    """k batches -> one with a leading [k] axis on every array (host-side numpy)."""
+    return jax.tree.map(lambda *xs: np.stack(xs), *batches)
+
+
+def make_multi_step(train_step: TrainStep) -> TrainStep:
+    """(state, batches [k, ...], rng) -> (state after k steps, metrics stacked [k, ...]).
+
+    k is the leading size of `batches` (one compiled program per distinct k). The state is
+    donated as in the single step.
+    """
+
+    def multi_step(state, batches, rng):
+        return jax.lax.scan(lambda s, batch: train_step(s, batch, rng), state, batches)
+
+    return jax.jit(multi_step, donate_argnums=(0,))
+
+
+def make_seeds_step(train_step: TrainStep) -> TrainStep:
+    """(states [S, ...], batches [S, ...], rngs [S]) -> S independent train steps, one program.
+
+    Stack S states (and batches) along a new leading axis (`stack_batches` does it for any
+    tree); seed s trains on batches[s] with dropout key rngs[s], as a lone run would.
+    """
+    return jax.jit(jax.vmap(train_step), donate_argnums=(0,))
