@@ -14,7 +14,7 @@ from transformer_jax.study import Comparison, Expectation, Study, load_config
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {
     "tiny": dict(steps=30, d_model=32, n=6),
-    "default": dict(steps=500, d_model=64, n=8),
+    "default": dict(steps=400, d_model=64, n=8),
     "large": dict(steps=10000, d_model=256, n=32),
 }
 SCHEMES = ("none", "sinusoidal", "learned", "rotary", "alibi")
@@ -29,7 +29,7 @@ def get_study(size: str) -> Study:
                       num_layers=2, max_len=4 * n + 2)
     base.data.update(seq_len=n, min_len=1, eval_seq_len=2 * n, eval_min_len=n + 1)
     base.train.update(num_steps=s["steps"], warmup_steps=s["steps"] // 10,
-                      eval_every=max(s["steps"] // 8, 1), log_every=max(s["steps"] // 20, 1),
+                      eval_every=max(s["steps"] // 6, 1), log_every=max(s["steps"] // 20, 1),
                       checkpoint_every=s["steps"])
     variants = {p: {"model.position": p} for p in SCHEMES}
     return Study(

@@ -13,19 +13,19 @@ from transformer_jax.study import Comparison, Expectation, Study, load_config
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {
     "tiny": dict(steps=30, d_model=32, layers=2, lr=3e-3),
-    "default": dict(steps=400, d_model=64, layers=6, lr=3e-3),
+    "default": dict(steps=300, d_model=64, layers=6, lr=3e-3),
     "large": dict(steps=5000, d_model=256, layers=12, lr=1e-3),
 }
 
 
 def get_study(size: str) -> Study:
     s = SIZES[size]
-    base = load_config(REPO / "configs/synthetic.py", "task=reverse" + (",tiny" if size == "tiny" else ""))
+    base = load_config(REPO / "configs/synthetic.py", "task=sort" + (",tiny" if size == "tiny" else ""))
     base.unlock()
     base.model.update(d_model=s["d_model"], num_heads=4, d_ff=4 * s["d_model"],
                       num_layers=s["layers"])
     base.train.update(num_steps=s["steps"], learning_rate=s["lr"], grad_clip_norm=0.0,
-                      eval_every=max(s["steps"] // 8, 1), log_every=max(s["steps"] // 20, 1),
+                      eval_every=max(s["steps"] // 6, 1), log_every=max(s["steps"] // 20, 1),
                       checkpoint_every=s["steps"])
     warmup = s["steps"] // 4
     variants = {

@@ -21,7 +21,7 @@ from transformer_jax.study import Comparison, Expectation, Study, load_config
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {
     "tiny": dict(steps=30, d_model=32),
-    "default": dict(steps=400, d_model=64),
+    "default": dict(steps=300, d_model=64),
     "large": dict(steps=5000, d_model=256),
 }
 SCHEMES = ("none", "sinusoidal", "learned", "rotary", "alibi")
@@ -34,7 +34,7 @@ def get_study(size: str) -> Study:
     base.unlock()
     base.model.update(d_model=s["d_model"], num_heads=4, d_ff=4 * s["d_model"], num_layers=2)
     base.train.update(num_steps=s["steps"], warmup_steps=s["steps"] // 10,
-                      eval_every=max(s["steps"] // 8, 1), log_every=max(s["steps"] // 20, 1),
+                      eval_every=max(s["steps"] // 6, 1), log_every=max(s["steps"] // 20, 1),
                       checkpoint_every=s["steps"])
     variants = {f"encoder_{p}": {"model.position": p} for p in SCHEMES}
     decoder = {"model.arch": "decoder", "data.task": "sort"}

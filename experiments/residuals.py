@@ -26,7 +26,7 @@ def get_study(size: str) -> Study:
     base.unlock()
     base.model.update(d_model=s["d_model"], num_heads=4, d_ff=4 * s["d_model"], norm="pre")
     base.train.update(num_steps=s["steps"], warmup_steps=s["steps"] // 10,
-                      eval_every=max(s["steps"] // 8, 1), log_every=max(s["steps"] // 20, 1),
+                      eval_every=max(s["steps"] // 6, 1), log_every=max(s["steps"] // 20, 1),
                       checkpoint_every=s["steps"])
     deep = s["deep"]
     variants = {

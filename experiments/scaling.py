@@ -13,7 +13,7 @@ from transformer_jax.study import Comparison, Expectation, Study, load_config
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {  # steps, d_model (= d_k, one head), learning rates
     "tiny": dict(steps=30, d_model=32, lrs=(1e-3, 3e-3)),
-    "default": dict(steps=400, d_model=64, lrs=(1e-3, 3e-3)),
+    "default": dict(steps=300, d_model=64, lrs=(1e-3, 3e-3)),
     "large": dict(steps=5000, d_model=512, lrs=(3e-4, 1e-3)),
 }
 
@@ -25,7 +25,7 @@ def get_study(size: str) -> Study:
     base.model.update(d_model=s["d_model"], num_heads=1, d_ff=4 * s["d_model"], norm="post",
                       num_layers=2)
     base.train.update(num_steps=s["steps"], warmup_steps=s["steps"] // 10,
-                      eval_every=max(s["steps"] // 8, 1), log_every=max(s["steps"] // 20, 1),
+                      eval_every=max(s["steps"] // 6, 1), log_every=max(s["steps"] // 20, 1),
                       checkpoint_every=s["steps"])
     low, high = s["lrs"]
     variants = {

@@ -12,6 +12,7 @@ now — measured in the same rounds (median of per-round ratios, robust to load 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -21,29 +22,44 @@ import time
 from typing import Any, Callable
 
 
-# name -> (extra XLA_FLAGS, variant kind, description)
-VARIANTS: dict[str, tuple[str, str, str]] = {
-    "trainer": ("", "trainer", "baseline: one call per step + device_get(metrics), as train.py"),
-    "no_device_get": ("", "no_device_get", "one call per step, no host read (block at chunk end)"),
-    "no_donate": ("", "no_donate", "as trainer, state buffers not donated"),
-    "loss_only": ("", "loss_only", "as trainer, but only the loss is read back"),
-    "scan_10": ("", "scan_10", "10 steps per call (lax.scan over stacked batches)"),
-    "scan_50": ("", "scan_50", "50 steps per call"),
-    "fused_attention": ("", "fused", "model.attention=fused (jax.nn.dot_product_attention)"),
-    "bfloat16": ("", "bf16", "model.dtype=bfloat16 (compute), params float32"),
-    "sync_dispatch": ("", "sync_dispatch", "jax_cpu_enable_async_dispatch=False"),
-    "eigen_1_thread": ("--xla_cpu_multi_thread_eigen=false", "trainer",
-                       "XLA flag: single-threaded Eigen ops"),
-    "no_thunk_runtime": ("--xla_cpu_use_thunk_runtime=false", "trainer",
-                         "XLA flag (deprecated in this jaxlib: accepted, ignored, warns)"),
-    "xnnpack": ("--xla_cpu_use_xnnpack=true", "trainer", "XLA flag: XNNPACK dot/fusions"),
-    "onednn": ("--xla_cpu_use_onednn=true", "trainer", "XLA flag: oneDNN (x86 only)"),
-    "fast_math": ("--xla_cpu_enable_fast_math=true", "trainer", "XLA flag: fast math (numerics!)"),
-    "opt_level_0": ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true",
-                    "trainer", "as the test suite compiles: cheaper compile, slower code?"),
-    "scan_10+eigen_1": ("--xla_cpu_multi_thread_eigen=false", "scan_10", "both"),
-    "torch_2_threads": ("", "torch2", "the PyTorch reference, torch.set_num_threads(2)"),
-    "torch_1_thread": ("", "torch1", "the PyTorch reference, torch.set_num_threads(1)"),
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    what: str
+    kind: str = "trainer"  # what the worker runs, see _make_runner
+    flags: str = ""  # XLA_FLAGS of the worker process
+    malloc: bool = False  # cpu_malloc.keep_freed_memory() before JAX starts
+
+
+_YNN = "--xla_cpu_experimental_ynn_fusion_type="
+VARIANTS: dict[str, Variant] = {
+    "trainer": Variant("baseline: one call per step + device_get(metrics), as train.py"),
+    "no_device_get": Variant("one call per step, no host read (block at chunk end)", "no_device_get"),
+    "loss_only": Variant("as trainer, but only the loss is read back", "loss_only"),
+    "no_donate": Variant("as trainer, state buffers not donated", "no_donate"),
+    "sync_dispatch": Variant("jax_cpu_enable_async_dispatch=False", "sync_dispatch"),
+    "fused_attention": Variant("model.attention=fused (jax.nn.dot_product_attention)", "fused"),
+    "bfloat16": Variant("model.dtype=bfloat16 (compute), params float32", "bf16"),
+    "scan_10": Variant("10 steps per call (lax.scan over stacked batches)", "scan_10"),
+    "scan_50": Variant("50 steps per call", "scan_50"),
+    "eigen_1_thread": Variant("XLA flag: single-threaded Eigen", flags="--xla_cpu_multi_thread_eigen=false"),
+    "no_thunk_runtime": Variant("XLA flag, deprecated here: accepted, ignored (warns)",
+                                flags="--xla_cpu_use_thunk_runtime=false"),
+    "no_ynnpack": Variant("XLA flag: no YNNPACK fusions (Eigen dots)", flags=_YNN),
+    "ynnpack_eltwise": Variant("XLA flag: YNNPACK for elementwise fusions too",
+                               flags=_YNN + "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_ELTWISE"),
+    "xnnpack": Variant("XLA flag: --xla_cpu_use_xnnpack=true", flags="--xla_cpu_use_xnnpack=true"),
+    "onednn": Variant("XLA flag: --xla_cpu_use_onednn=true", flags="--xla_cpu_use_onednn=true"),
+    "fast_math": Variant("XLA flag: fast math (changes numerics)", flags="--xla_cpu_enable_fast_math=true"),
+    "opt_level_0": Variant("XLA flags of the test suite (cheap compile)",
+                           flags="--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"),
+    "malloc": Variant("glibc keeps freed memory (cpu_malloc), else as trainer", malloc=True),
+    "malloc+scan_10": Variant("malloc + 10 steps per call", "scan_10", malloc=True),
+    "malloc+scan_50": Variant("malloc + 50 steps per call", "scan_50", malloc=True),
+    "malloc+no_ynnpack": Variant("malloc + no YNNPACK", flags=_YNN, malloc=True),
+    "malloc+eigen_1": Variant("malloc + single-threaded Eigen", flags="--xla_cpu_multi_thread_eigen=false",
+                              malloc=True),
+    "torch_2_threads": Variant("the PyTorch reference, torch.set_num_threads(2)", "torch2"),
+    "torch_1_thread": Variant("the PyTorch reference, torch.set_num_threads(1)", "torch1"),
 }
 DEFAULT_SET = list(VARIANTS)
 
@@ -109,9 +125,12 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
     return run_steps
 
 
-def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int) -> None:
+def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int, malloc: bool) -> None:
     """Protocol: prints 'ready' after compiling; then per stdin line 'N' runs N steps and prints
     one JSON line {wall, cpu}; an empty line or EOF ends it."""
+    if malloc:
+        from transformer_jax.benchmark import cpu_malloc
+        cpu_malloc.keep_freed_memory()
     if kind == "sync_dispatch":
         import jax
         jax.config.update("jax_cpu_enable_async_dispatch", False)
@@ -135,14 +154,15 @@ def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int) -> No
 
 class Worker:
     def __init__(self, name: str, text_path: str, data_dir: str, warm_steps: int):
-        flags, kind, _ = VARIANTS[name]
+        variant = VARIANTS[name]
         env = dict(os.environ)
-        env["XLA_FLAGS"] = flags  # not the caller's: each variant runs with its flags only
+        env["XLA_FLAGS"] = variant.flags  # not the caller's: each variant runs with its own only
         env["TF_CPP_MIN_LOG_LEVEL"] = "2"
         self.name = name
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "transformer_jax.benchmark.profiling", "--worker", kind,
-             "--text_path", text_path, "--data_dir", data_dir, "--warm_steps", str(warm_steps)],
+            [sys.executable, "-m", "transformer_jax.benchmark.profiling", "--worker", variant.kind,
+             "--text_path", text_path, "--data_dir", data_dir, "--warm_steps", str(warm_steps)]
+            + (["--malloc"] if variant.malloc else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             env=env)
 
@@ -168,46 +188,64 @@ class Worker:
 
 
 def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 6,
-            chunk: int = 50, parallel_start: int = 3, log=print) -> dict[str, dict[str, float]]:
-    """Runs the variants in turns; returns {name: {ms_per_step, ratio_vs_trainer, ...}}."""
-    if "trainer" not in names:
-        names = ["trainer"] + names
+            chunk: int = 50, group_size: int = 8, log=print) -> dict[str, dict[str, float]]:
+    """Runs the variants in turns; returns {name: {ms_per_step, ratio_vs_trainer, ...}}.
+
+    At most `group_size` workers live at once (each holds ~0.7 GB); every group includes the
+    baseline, and each variant's ratio is to the baseline of its own group and rounds.
+    """
+    others = [n for n in dict.fromkeys(names) if n != "trainer"]
+    per_group = max(group_size - 1, 1)
+    out: dict[str, dict[str, float]] = {}
+    for g in range(0, max(len(others), 1), per_group):
+        group = ["trainer"] + others[g:g + per_group]
+        log(f"profile group {g // per_group + 1}: {', '.join(group)}")
+        samples = _run_group(group, text_path, data_dir, rounds, chunk, log)
+        base = samples["trainer"]
+        for name, s in samples.items():
+            ratios = [a["wall"] / b["wall"] for a, b in zip(s, base)]
+            result = {"ms_per_step": 1e3 * statistics.median(x["wall"] for x in s) / chunk,
+                      "ratio_vs_trainer": statistics.median(ratios),
+                      "ratio_min": min(ratios), "ratio_max": max(ratios),
+                      "cpu_per_wall": sum(x["cpu"] for x in s) / sum(x["wall"] for x in s),
+                      "sys_share": sum(x["sys"] for x in s) / max(sum(x["cpu"] for x in s), 1e-9)}
+            if name != "trainer" or name not in out:
+                out[name] = result
+    return out
+
+
+def _run_group(names: list[str], text_path: str, data_dir: str, rounds: int, chunk: int,
+               log) -> dict[str, list[dict[str, float]]]:
     workers: list[Worker] = []
     try:
-        for i in range(0, len(names), parallel_start):  # start a few at a time (memory, load)
-            group = [Worker(n, text_path, data_dir, warm_steps=chunk) for n in names[i:i + parallel_start]]
-            for w in group:
-                info = w.read()
-                log(f"  worker {w.name}: ready after {info['setup_s']:.1f} s")
-            workers += group
+        for i in range(0, len(names), 3):  # start three at a time: compiling is CPU-bound
+            started = [Worker(n, text_path, data_dir, warm_steps=chunk) for n in names[i:i + 3]]
+            workers += started
+            for w in started:
+                log(f"  worker {w.name}: ready after {w.read()['setup_s']:.1f} s")
         samples: dict[str, list[dict[str, float]]] = {w.name: [] for w in workers}
         for r in range(rounds):
             order = workers[r % len(workers):] + workers[:r % len(workers)]  # rotate the order
             for w in order:
                 samples[w.name].append(w.run(chunk))
-            log(f"  round {r + 1}/{rounds} done, load {os.getloadavg()[0]:.1f}")
+            log(f"  round {r + 1}/{rounds}, load {os.getloadavg()[0]:.1f}")
+        return samples
     finally:
         for w in workers:
             w.close()
-    base = samples["trainer"]
-    out = {}
-    for name, s in samples.items():
-        ratios = [a["wall"] / b["wall"] for a, b in zip(s, base)]
-        out[name] = {"ms_per_step": 1e3 * statistics.median(x["wall"] for x in s) / chunk,
-                     "ratio_vs_trainer": statistics.median(ratios),
-                     "ratio_min": min(ratios), "ratio_max": max(ratios),
-                     "cpu_per_wall": sum(x["cpu"] for x in s) / sum(x["wall"] for x in s),
-                     "sys_share": sum(x["sys"] for x in s) / max(sum(x["cpu"] for x in s), 1e-9)}
-    return out
 
 
 def format_table(results: dict[str, dict[str, float]]) -> str:
+    """One row per variant, fastest first. 'vs torch' chains the two ratios through the
+    baseline: (variant / trainer) / (torch_2_threads / trainer)."""
+    torch = results.get("torch_2_threads", {}).get("ratio_vs_trainer")
     lines = [f"{'variant':18s} {'ms/step':>8s} {'vs trainer':>10s} {'[min, max]':>14s} "
-             f"{'cpu/wall':>8s} {'sys%':>5s}  what"]
+             f"{'vs torch':>8s} {'cpu/wall':>8s} {'sys%':>5s}  what"]
     for name, r in sorted(results.items(), key=lambda kv: kv[1]["ratio_vs_trainer"]):
+        vs_torch = f"{r['ratio_vs_trainer'] / torch:8.3f}" if torch else f"{'-':>8s}"
         lines.append(f"{name:18s} {r['ms_per_step']:8.1f} {r['ratio_vs_trainer']:10.3f} "
-                     f"[{r['ratio_min']:5.2f}, {r['ratio_max']:5.2f}] {r['cpu_per_wall']:8.2f} "
-                     f"{100 * r['sys_share']:5.0f}  {VARIANTS[name][2]}")
+                     f"[{r['ratio_min']:5.2f}, {r['ratio_max']:5.2f}] {vs_torch} "
+                     f"{r['cpu_per_wall']:8.2f} {100 * r['sys_share']:5.0f}  {VARIANTS[name].what}")
     return "\n".join(lines)
 
 
@@ -217,5 +255,6 @@ if __name__ == "__main__":
     parser.add_argument("--text_path", required=True)
     parser.add_argument("--data_dir", default="")
     parser.add_argument("--warm_steps", type=int, default=50)
+    parser.add_argument("--malloc", action="store_true")
     a = parser.parse_args()
-    worker_main(a.worker, a.text_path, a.data_dir, a.warm_steps)
+    worker_main(a.worker, a.text_path, a.data_dir, a.warm_steps, a.malloc)

@@ -1,0 +1,217 @@
+#!/usr/bin/env python
+"""Speed benchmark: our compiled training against PyTorch on the CPU, and where the time goes.
+
+    python scripts/benchmark.py            # full run (~10 min on 2 cores)
+    python scripts/benchmark.py --quick    # 200 charlm steps, 2 midsize steps
+    python scripts/benchmark.py --smoke    # seconds-sized shapes (the test suite's)
+    python scripts/benchmark.py --profile  # the charlm step's variants, one worker process each
+
+Prints a table per configuration; the LAST line is one JSON object (charlm_wall_ratio_vs_torch,
+charlm_val_loss, midsize_mfu, compile_ratio_24_vs_2, ...). Timings on a shared machine are
+noisy: compare the ratios, which are measured in alternating chunks within one run.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="200 charlm steps, 2 midsize steps")
+    size.add_argument("--smoke", action="store_true", help="tiny shapes, for tests (seconds)")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile the charlm step's variants instead (worker processes)")
+    parser.add_argument("--profile_variants", default="",
+                        help="comma-separated variant names (default: all)")
+    parser.add_argument("--profile_rounds", type=int, default=6)
+    parser.add_argument("--profile_chunk", type=int, default=50)
+    parser.add_argument("--text_path", default=os.path.join(REPO, "..", "shared", "data",
+                                                            "tinyshakespeare.txt"))
+    parser.add_argument("--data_dir", default="", help="TFDS data dir ('' = the project default)")
+    parser.add_argument("--steps_per_call", type=int, default=10,
+                        help="also race our step scanned k times per call (1 = skip)")
+    parser.add_argument("--seeds", type=int, default=8, help="seeds for the vmap measurement")
+    parser.add_argument("--malloc", choices=("keep", "default"), default="keep",
+                        help="'keep': glibc keeps freed memory mapped (cpu_malloc; what "
+                             "transformer_jax.main should do), 'default': glibc as it comes")
+    args = parser.parse_args(argv)
+    if not os.path.isfile(args.text_path):
+        print(f"error: --text_path {args.text_path!r} does not exist", file=sys.stderr)
+        return 2
+
+    from transformer_jax.benchmark import cpu_malloc
+    malloc_kept = cpu_malloc.keep_freed_memory() if args.malloc == "keep" else False
+
+    if args.profile:
+        from transformer_jax.benchmark import profiling
+        names = [n for n in args.profile_variants.split(",") if n] or list(profiling.VARIANTS)
+        unknown = sorted(set(names) - set(profiling.VARIANTS))
+        if unknown:
+            print(f"error: unknown variants {unknown}; valid: {', '.join(profiling.VARIANTS)}",
+                  file=sys.stderr)
+            return 2
+        result = profiling.profile(names, os.path.abspath(args.text_path), args.data_dir,
+                                   rounds=args.profile_rounds, chunk=args.profile_chunk, log=_log)
+        print(f"\n== where the charlm step's time goes (load {os.getloadavg()[0]:.1f}) ==")
+        print(profiling.format_table(result))
+        print(json.dumps({"profile": result}))
+        return 0
+
+    import jax
+    jax.config.update("jax_enable_compilation_cache", False)  # compile times must be real
+    from transformer_jax.benchmark import measure, setups
+
+    run = setups.CharLM()
+    mid = measure.Midsize()
+    seeds_steps, peak_n, chunk = 100, 2048, 100
+    if args.quick:
+        run, mid = dataclasses.replace(run, num_steps=200), dataclasses.replace(mid, steps=2)
+        seeds_steps = 40
+    if args.smoke:
+        run = dataclasses.replace(run, num_steps=30, d_model=32, num_heads=2, num_layers=2,
+                                  d_ff=64, seq_len=16, warmup_steps=5, eval_windows=24)
+        mid = measure.Midsize(num_layers=2, d_model=32, num_heads=2, d_ff=64, seq_len=32,
+                              batch_size=4, steps=2)
+        seeds_steps, peak_n, chunk = 9, 256, 10
+        args.seeds = min(args.seeds, 2)
+    k = max(1, args.steps_per_call)
+    if (run.num_steps - k) % k:
+        k = 1
+    t_start = time.perf_counter()
+    load0 = os.getloadavg()
+    results: dict = {"malloc_kept": malloc_kept, "jax": jax.__version__}
+
+    _section("matmul peak (f32, %d³, best of 5)" % peak_n)
+    with measure.PeakRSS() as mem:
+        peak = measure.matmul_peak(peak_n)
+    _table([("jax jnp.dot (jit)", f"{peak['jax_gflops']:.1f} GFLOP/s"),
+            ("torch.mm (2 threads)", f"{peak['torch_gflops']:.1f} GFLOP/s"),
+            ("peak = max", f"{peak['peak_gflops']:.1f} GFLOP/s"),
+            ("peak RSS", f"{mem.peak_mb:.0f} MB")])
+
+    _section(f"charlm: {run.num_layers}x(d={run.d_model}, h={run.num_heads}, ff={run.d_ff}), "
+             f"T={run.seq_len}, B={run.batch_size}, {run.num_steps} steps, alternating chunks "
+             f"of {chunk}")
+    with measure.PeakRSS() as mem:
+        lm = measure.charlm(args.text_path, run, chunk=chunk, steps_per_call=k,
+                            data_dir=args.data_dir, log=_log)
+    rows = [("contender", "ms/step", "steps/s", "cpu s", "wall vs torch", "chunk median",
+             "first call s", "val loss", "train loss")]
+    for name, c in lm["contenders"].items():
+        rows.append((name, f"{c['ms_per_step']:.1f}", f"{c['steps_per_s']:.1f}",
+                     f"{c['cpu_s']:.1f}", f"{c['wall_ratio_vs_torch']:.3f}",
+                     f"{c['chunk_ratio_vs_torch_median']:.3f}", f"{c['first_call_s']:.1f}",
+                     f"{c['val_loss']:.4f}", f"{c['final_train_loss']:.4f}"))
+    _rows(rows)
+    print(f"timed steps {lm['timed_steps']} (after {lm['steps'] - lm['timed_steps']} untimed), "
+          f"eval windows {lm['eval_windows']}, peak RSS {mem.peak_mb:.0f} MB, max |loss gap| "
+          f"ours-torch over the first 100 steps {lm['max_train_loss_gap_first_100']:.2e}")
+    results["charlm_rss_mb"] = mem.peak_mb
+
+    _section(f"compile time of the train step (d={run.d_model}), 2 vs 24 layers (scanned)")
+    ds = setups.text_dataset(args.text_path, run.seq_len, run.eval_windows, data_dir=args.data_dir)
+    batch = ds.train_batch(0, run.batch_size, "decoder")
+    with measure.PeakRSS() as mem:
+        comp = {n: measure.compile_time(n, run, ds.vocab_size, batch) for n in (2, 24)}
+    _rows([("layers", "trace+lower s", "compile s", "total s")] +
+          [(str(n), f"{c['lower_s']:.2f}", f"{c['compile_s']:.2f}", f"{c['total_s']:.2f}")
+           for n, c in comp.items()])
+    print(f"peak RSS {mem.peak_mb:.0f} MB")
+    results["compile_rss_mb"] = mem.peak_mb
+
+    _section(f"midsize: {mid.num_layers}x(d={mid.d_model}, h={mid.num_heads}, ff={mid.d_ff}), "
+             f"T={mid.seq_len}, B={mid.batch_size}")
+    with measure.PeakRSS() as mem:
+        ms = measure.midsize(args.text_path, mid, peak["peak_gflops"], data_dir=args.data_dir, log=_log)
+    _table([("matmul params N", f"{ms['params_matmul']:,}"),
+            ("model FLOPs / step", f"{ms['flops_per_step'] / 1e9:.1f} G  "
+                                   "(6·N + 12·L·T·d per token, × B·T tokens)"),
+            ("first call (compile + step)", f"{ms['first_call_s']:.1f} s"),
+            ("s/step (median, best)", f"{ms['s_per_step_median']:.2f}, {ms['s_per_step_best']:.2f}"),
+            ("steps/s, tokens/s", f"{ms['steps_per_s']:.3f}, {ms['tokens_per_s']:.0f}"),
+            ("model GFLOP/s", f"{ms['model_gflops']:.1f}"),
+            ("MFU (median step, best step)", f"{ms['mfu']:.3f}, {ms['mfu_best_step']:.3f}"),
+            ("CPU s / step", f"{ms['cpu_s_per_step']:.2f}"),
+            ("peak RSS", f"{mem.peak_mb:.0f} MB")])
+    results["midsize_rss_mb"] = mem.peak_mb
+
+    _section(f"{args.seeds} seeds: sequential runs vs one vmapped program (d=64, 2 layers, "
+             "B=32, T=16)")
+    sv = measure.seeds_vmap(args.text_path, num_seeds=args.seeds, steps=seeds_steps,
+                            data_dir=args.data_dir, log=_log)
+    _table([("sequential", f"{sv['sequential_s']:.2f} s"), ("vmapped", f"{sv['vmapped_s']:.2f} s"),
+            ("vmapped / sequential", f"{sv['ratio_vmapped_vs_sequential']:.3f}"),
+            ("max relative loss gap", f"{sv['max_rel_loss_gap']:.1e}")])
+
+    ours, torch_ = lm["contenders"]["ours"], lm["contenders"]["torch"]
+    multi = lm["contenders"].get(f"ours_{k}_per_call")
+    results.update({
+        "charlm_wall_ratio_vs_torch": ours["wall_ratio_vs_torch"],
+        "charlm_chunk_ratio_vs_torch_median": ours["chunk_ratio_vs_torch_median"],
+        "charlm_val_loss": ours["val_loss"],
+        "charlm_torch_val_loss": torch_["val_loss"],
+        "charlm_steps_per_s": ours["steps_per_s"],
+        "charlm_torch_steps_per_s": torch_["steps_per_s"],
+        "charlm_compile_s": ours["first_call_s"],
+        "charlm_steps": lm["steps"],
+        "midsize_mfu": ms["mfu"],
+        "midsize_steps_per_s": ms["steps_per_s"],
+        "midsize_tokens_per_s": ms["tokens_per_s"],
+        "midsize_model_gflops": ms["model_gflops"],
+        "matmul_peak_gflops": peak["peak_gflops"],
+        "matmul_jax_gflops": peak["jax_gflops"],
+        "matmul_torch_gflops": peak["torch_gflops"],
+        "compile_s_2_layers": comp[2]["total_s"],
+        "compile_s_24_layers": comp[24]["total_s"],
+        "compile_ratio_24_vs_2": comp[24]["total_s"] / comp[2]["total_s"],
+        "seeds_vmap_ratio_vs_sequential": sv["ratio_vmapped_vs_sequential"],
+        "seeds": sv["num_seeds"],
+        "load_avg_start": load0[0], "load_avg_end": os.getloadavg()[0],
+        "seconds": time.perf_counter() - t_start,
+    })
+    if multi is not None:
+        results.update({
+            "charlm_multistep_k": k,
+            "charlm_multistep_wall_ratio_vs_torch": multi["wall_ratio_vs_torch"],
+            "charlm_multistep_val_loss": multi["val_loss"],
+            "charlm_multistep_steps_per_s": multi["steps_per_s"],
+        })
+    results = {k_: (round(v, 5) if isinstance(v, float) and math.isfinite(v) else v)
+               for k_, v in results.items()}
+    print(json.dumps(results))
+    return 0
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _section(title: str) -> None:
+    print(f"\n== {title} ==", flush=True)
+
+
+def _table(rows) -> None:
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"{name:{width}s}  {value}")
+
+
+def _rows(rows) -> None:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(f"{str(c):>{w}s}" if i else f"{str(c):{w}s}" for i, (c, w) in
+                        enumerate(zip(r, widths))), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
