@@ -14,14 +14,18 @@ import random
 import re
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from helpers_train import (FAULT_OVERRIDES, SYNTHETIC, assert_trees_equal, checkpoint_steps,
-                           finish, main_args, restore_newest, run_main, start_main, tiny_config,
-                           wait_for)
+from transformer_jax import workdir as workdir_lib
+
+from helpers_train import (FAULT_OVERRIDES, REPO, SYNTHETIC, TIMEOUT_S, assert_trees_equal,
+                           checkpoint_steps, finish, main_args, restore_newest, run_main,
+                           start_main, tiny_config, tree_hashes, wait_for)
 
 pytestmark = [pytest.mark.usefixtures("compilation_cache"),
               # Orbax's aborted TensorStore reads (corrupt checkpoint) may report "Event loop is
@@ -199,3 +203,47 @@ def test_memory_stays_flat(tmp_path, tj_data_dir, monkeypatch):
     # from step 101 on: the first evaluation and checkpoint (step 50) have set up what they keep
     growth_mb = (max(rss[100:]) - rss[100]) / 2**20
     assert growth_mb < 30, f"RSS grew {growth_mb:.1f} MB from step 101 to 250"
+
+
+SWEEP_EXPERIMENT = '''
+from pathlib import Path
+from transformer_jax.study import Comparison, Expectation, Study, load_config
+
+def get_study(size):
+    base = load_config(Path({repo!r}) / "configs/synthetic.py", "tiny,task=sort")
+    base.unlock()
+    base.data.data_dir = {data_dir!r}
+    base.train.update(num_steps=40, log_every=4, eval_every=1, checkpoint_every=4)
+    return Study(name="interrupted", claim="c", published="p", base=base,
+                 variants={{"a": {{}}, "b": {{"model.attn_scale": False}}}}, seeds=(0, 1),
+                 metrics=("eval/loss",),
+                 expectations=(Expectation("t", "eval/loss", "a", Comparison.AT_MOST, 1e9),))
+'''
+
+
+def test_interrupted_sweep_completes_only_what_is_missing(tmp_path, tj_data_dir):
+    """kill -9 a sweep in its second variant; the same command then finishes only that variant,
+    leaves the first one's files untouched, and the report covers every run exactly once."""
+    experiment = tmp_path / "interrupted.py"
+    experiment.write_text(SWEEP_EXPERIMENT.format(repo=str(REPO), data_dir=tj_data_dir))
+    root = tmp_path / "study"
+    command = [sys.executable, "-m", "transformer_jax.sweep", f"--experiment={experiment}",
+               f"--workdir={root}"]
+    with open(tmp_path / "first.log", "w") as log:
+        process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + TIMEOUT_S
+        while not [p for p in (root / "b" / "seed_0" / "checkpoints").glob("*") if p.name.isdigit()]:
+            assert process.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
+            assert time.time() < deadline, "variant b never checkpointed"
+            time.sleep(0.05)
+        process.kill()
+        process.wait(timeout=30)
+    assert workdir_lib.read_status(root / "b" / "seed_0")["state"] == "running"
+    finished_a = tree_hashes(root / "a")
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S * 2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert tree_hashes(root / "a") == finished_a  # finished runs untouched
+    assert "resuming" in result.stderr and "already finished" in result.stderr
+    rows = (root / "summary.csv").read_text().splitlines()[1:]
+    assert sorted(r.split(",")[:3] for r in rows) == [
+        ["a", "0", "finished"], ["a", "1", "finished"], ["b", "0", "finished"], ["b", "1", "finished"]]
