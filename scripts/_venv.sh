@@ -14,8 +14,10 @@ STAMP="$VENV/.installed${EXTRAS:+-$EXTRAS}"
 WANT="$(cat "$ROOT/setup.py" "$ROOT/constraints.txt" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "[setup] installing transformer_jax${EXTRAS:+[$EXTRAS]} into $VENV (pinned)" >&2
+  # (some machines' pip config names local package folders that may not exist: drop that noise)
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
-      -c "$ROOT/constraints.txt" -e "$ROOT${EXTRAS:+[$EXTRAS]}"
+      -c "$ROOT/constraints.txt" -e "$ROOT${EXTRAS:+[$EXTRAS]}" 2>&1 \
+      | { grep -v "is neither a file nor a directory" || true; } >&2
   echo "$WANT" > "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"

@@ -41,6 +41,8 @@ def main(argv=None) -> int:
     parser.add_argument("--steps_per_call", type=int, default=10,
                         help="also race our step scanned k times per call (1 = skip)")
     parser.add_argument("--seeds", type=int, default=8, help="seeds for the vmap measurement")
+    parser.add_argument("--torch_1_thread", type=int, default=1,
+                        help="1: also race PyTorch on one thread (telling on a loaded machine)")
     parser.add_argument("--malloc", choices=("keep", "default"), default="keep",
                         help="'keep': glibc keeps freed memory mapped (cpu_malloc; what "
                              "transformer_jax.main should do), 'default': glibc as it comes")
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
 
     run = setups.CharLM()
     mid = measure.Midsize()
-    seeds_steps, peak_n, chunk = 100, 2048, 100
+    seeds_steps, peak_n, chunk, compile_repeats = 100, 2048, 100, 2
     if args.quick:
         run, mid = dataclasses.replace(run, num_steps=200), dataclasses.replace(mid, steps=2)
         seeds_steps = 40
@@ -82,8 +84,8 @@ def main(argv=None) -> int:
                                   d_ff=64, seq_len=16, warmup_steps=5, eval_windows=24)
         mid = measure.Midsize(num_layers=2, d_model=32, num_heads=2, d_ff=64, seq_len=32,
                               batch_size=4, steps=2)
-        seeds_steps, peak_n, chunk = 9, 256, 10
-        args.seeds = min(args.seeds, 2)
+        seeds_steps, peak_n, chunk, compile_repeats = 9, 256, 10, 1
+        args.seeds, args.steps_per_call, args.torch_1_thread = min(args.seeds, 2), 1, 0
     k = max(1, args.steps_per_call)
     if (run.num_steps - k) % k:
         k = 1
@@ -104,7 +106,8 @@ def main(argv=None) -> int:
              f"of {chunk}")
     with measure.PeakRSS() as mem:
         lm = measure.charlm(args.text_path, run, chunk=chunk, steps_per_call=k,
-                            data_dir=args.data_dir, log=_log)
+                            torch_1_thread=bool(args.torch_1_thread), data_dir=args.data_dir,
+                            log=_log)
     rows = [("contender", "ms/step", "steps/s", "cpu s", "wall vs torch", "chunk median",
              "first call s", "val loss", "train loss")]
     for name, c in lm["contenders"].items():
@@ -122,7 +125,7 @@ def main(argv=None) -> int:
     ds = setups.text_dataset(args.text_path, run.seq_len, run.eval_windows, data_dir=args.data_dir)
     batch = ds.train_batch(0, run.batch_size, "decoder")
     with measure.PeakRSS() as mem:
-        comp = {n: measure.compile_time(n, run, ds.vocab_size, batch) for n in (2, 24)}
+        comp = {n: measure.compile_time(n, run, ds.vocab_size, batch, compile_repeats) for n in (2, 24)}
     _rows([("layers", "trace+lower s", "compile s", "total s")] +
           [(str(n), f"{c['lower_s']:.2f}", f"{c['compile_s']:.2f}", f"{c['total_s']:.2f}")
            for n, c in comp.items()])
@@ -179,6 +182,10 @@ def main(argv=None) -> int:
         "load_avg_start": load0[0], "load_avg_end": os.getloadavg()[0],
         "seconds": time.perf_counter() - t_start,
     })
+    if "torch_1_thread" in lm["contenders"]:
+        t1 = lm["contenders"]["torch_1_thread"]
+        results.update({"charlm_wall_ratio_vs_torch_1_thread": ours["wall_s"] / t1["wall_s"],
+                        "charlm_torch_1_thread_steps_per_s": t1["steps_per_s"]})
     if multi is not None:
         results.update({
             "charlm_multistep_k": k,

@@ -20,6 +20,12 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_DIVERGED = 0, 2, 3
 _DEBUG = flags.DEFINE_bool("debug", False, "Show tracebacks for bad input.")
 
 
+def quiet_progress_bars() -> None:
+    """TFDS draws progress bars while it prepares a dataset; in logs they are noise."""
+    import tensorflow_datasets as tfds
+    tfds.disable_progress_bar()
+
+
 def enable_compilation_cache() -> None:
     """Persist compiled programs across processes ($TJ_JAX_CACHE_DIR, '' disables).
 

@@ -20,6 +20,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
     del argv
     cli.enable_compilation_cache()
+    cli.quiet_progress_bars()
     with cli.user_errors_exit():
         status = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
     sys.exit(cli.exit_code(status))

@@ -82,6 +82,7 @@ def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int]) ->
 def main(argv):
     del argv
     cli.enable_compilation_cache()
+    cli.quiet_progress_bars()
     with cli.user_errors_exit():
         shard = parse_shard(_SHARD.value)
         experiment = Path(_EXPERIMENT.value)

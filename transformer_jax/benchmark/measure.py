@@ -167,9 +167,9 @@ class OursRunner:
 
 
 class TorchRunner:
-    def __init__(self, params: Any, model, tcfg, ds, batch_size: int):
+    def __init__(self, params: Any, model, tcfg, ds, batch_size: int, threads: int = 2):
         from transformer_jax.benchmark import torch_reference as ref
-        self.ref, self.ds, self.batch_size = ref, ds, batch_size
+        self.ref, self.ds, self.batch_size, self.threads = ref, ds, batch_size, threads
         self.trainer = ref.TorchTrainer(
             ref.TorchGPT.from_params(params, model.num_heads), learning_rate=tcfg.learning_rate,
             warmup_steps=tcfg.warmup_steps, num_steps=tcfg.num_steps,
@@ -178,6 +178,8 @@ class TorchRunner:
         self.losses: list[float] = []
 
     def run(self, start: int, n: int) -> None:
+        import torch
+        torch.set_num_threads(self.threads)
         for step in range(start, start + n):
             loss = self.trainer.step(self.ds.train_batch(step, self.batch_size, "decoder"))
             if not math.isfinite(loss):
@@ -189,13 +191,13 @@ class TorchRunner:
 
 
 def charlm(text_path: str, run: setups.CharLM = setups.CharLM(), *, chunk: int = 100,
-           steps_per_call: int = 10, torch_threads: int = 2, data_dir: str = "",
-           log: Log = print) -> dict[str, Any]:
+           steps_per_call: int = 10, torch_threads: int = 2, torch_1_thread: bool = False,
+           data_dir: str = "", log: Log = print) -> dict[str, Any]:
     """Trains our model (trainer loop; and k steps per call) and the PyTorch reference on the
-    same batches from the same initial weights, in alternating chunks; evaluates all three."""
-    import torch
+    same batches from the same initial weights, in alternating chunks; evaluates them all.
 
-    torch.set_num_threads(torch_threads)
+    torch_1_thread adds the reference on one thread: on a loaded machine two OpenMP threads
+    can be much slower than one (a descheduled thread stalls the other at every barrier)."""
     ds = setups.text_dataset(text_path, run.seq_len, run.eval_windows, seed=run.seed,
                              data_dir=data_dir)
     model, tcfg = setups.charlm_configs(run, ds.vocab_size)
@@ -209,12 +211,12 @@ def charlm(text_path: str, run: setups.CharLM = setups.CharLM(), *, chunk: int =
         twin = setups.Ours.build(model, tcfg, seed=run.seed)
         contenders[f"ours_{steps_per_call}_per_call"] = OursRunner(twin, ds, run.batch_size, rng,
                                                                    steps_per_call)
-    contenders["torch"] = TorchRunner(params0, model, tcfg, ds, run.batch_size)
+    contenders["torch"] = TorchRunner(params0, model, tcfg, ds, run.batch_size, torch_threads)
+    if torch_1_thread:
+        contenders["torch_1_thread"] = TorchRunner(params0, model, tcfg, ds, run.batch_size, 1)
 
-    # Compile (first call) outside the timed loop: ours trains its step 0 here; torch's step 0
-    # is timed warm-up alike, so every contender times the same steps 1..N-1... except that k
-    # steps per call compiles with its first k steps. Keep it simple and exact: every contender
-    # runs steps [0, first) untimed, then the same timed steps.
+    # Compiling happens in the first call, outside the timed loop: every contender runs steps
+    # [0, first) untimed (first = k, the steps of one multi-step call), then the same timed steps.
     first = max(steps_per_call, 1)
     for name, c in contenders.items():
         t = time.perf_counter()
@@ -335,7 +337,7 @@ def seeds_vmap(text_path: str, num_seeds: int = 8, steps: int = 100, d_model: in
     datasets = [dataclasses.replace(base, seed=s) for s in range(num_seeds)]
     model = setups.model_config(base.vocab_size, d_model=d_model, num_heads=4,
                                 num_layers=num_layers, d_ff=4 * d_model, seq_len=seq_len)
-    tcfg = TrainConfig(num_steps=max(steps, 10), batch_size=batch_size, warmup_steps=10)
+    tcfg = TrainConfig(num_steps=steps + 100, batch_size=batch_size, warmup_steps=10)
     runs = [setups.Ours.build(model, tcfg, seed=s) for s in range(num_seeds)]
     rngs = [jax.random.key(1000 + s) for s in range(num_seeds)]
     stack = lambda trees: jax.tree.map(lambda *x: jnp.stack(x), *trees)  # noqa: E731

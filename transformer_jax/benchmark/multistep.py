@@ -13,7 +13,7 @@ another traced function inlines it (its donation applies only at the outer call)
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import jax
 import numpy as np
@@ -47,3 +47,38 @@ def make_seeds_step(train_step: TrainStep) -> TrainStep:
     tree); seed s trains on batches[s] with dropout key rngs[s], as a lone run would.
     """
     return jax.jit(jax.vmap(train_step), donate_argnums=(0,))
+
+
+def next_call_size(step: int, stop: int, k: int, boundaries: Iterable[int]) -> int:
+    """How many steps the call starting after `step` completed steps should run: k when k more
+    steps stay within `stop` and reach no boundary before their last step (a step count that a
+    boundary period divides: log, eval, checkpoint), else 1. So a call ends exactly on every
+    boundary, where the trainer needs the state, and only two programs exist: 1 and k steps."""
+    if k <= 1 or step + k > stop:
+        return 1
+    for every in boundaries:
+        if every > 0 and (step // every) != ((step + k - 1) // every):
+            return 1  # a boundary (a multiple of `every`) falls in steps step+1 .. step+k-1
+    return k
+
+
+class MultiStepper:
+    """(state, [batch] * n, rng) -> (state, [metrics of each step] * n), one call for n = k.
+
+    Both programs share the train step; metrics are fetched to the host once per call (which
+    also waits for it, as the trainer's per-step `device_get` does)."""
+
+    def __init__(self, train_step: TrainStep, k: int):
+        self.k = k
+        self.single = train_step
+        self.multi = make_multi_step(train_step) if k > 1 else None
+
+    def __call__(self, state, batches: Sequence[Batch], rng):
+        if len(batches) == 1:
+            state, metrics = self.single(state, batches[0], rng)
+            return state, [jax.device_get(metrics)]
+        if self.multi is None or len(batches) != self.k:
+            raise ValueError(f"{len(batches)} batches: a call runs 1 or {self.k} steps")
+        state, metrics = self.multi(state, stack_batches(batches), rng)
+        metrics = jax.device_get(metrics)  # [k, ...] per leaf
+        return state, [jax.tree.map(lambda x, i=i: x[i], metrics) for i in range(len(batches))]

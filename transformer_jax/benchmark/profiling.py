@@ -211,6 +211,7 @@ def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 
                       "sys_share": sum(x["sys"] for x in s) / max(sum(x["cpu"] for x in s), 1e-9)}
             if name != "trainer" or name not in out:
                 out[name] = result
+        log(format_table({n: out[n] for n in group}))
     return out
 
 

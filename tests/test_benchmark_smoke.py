@@ -1,0 +1,102 @@
+"""`scripts/benchmark.py --smoke` runs end to end and ends with its JSON line (speed not asserted)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 170  # ~40 s on an idle 2-core machine; the bound is for a loaded one
+KEYS = ("charlm_wall_ratio_vs_torch", "charlm_val_loss", "charlm_torch_val_loss", "midsize_mfu",
+        "compile_ratio_24_vs_2", "matmul_peak_gflops", "seeds_vmap_ratio_vs_sequential")
+
+
+def test_smoke_run_prints_tables_and_a_json_line(shakespeare_file, tj_data_dir):
+    command = [sys.executable, str(REPO / "scripts" / "benchmark.py"), "--smoke",
+               "--text_path", shakespeare_file, "--data_dir", tj_data_dir]
+    try:
+        proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
+                              timeout=TIMEOUT_S, env=dict(os.environ))
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        pytest.fail(f"benchmark --smoke timed out after {TIMEOUT_S}s\n{err[-3000:]}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    for title in ("== matmul peak", "== charlm", "== compile time", "== midsize", "seeds"):
+        assert any(title in line for line in lines), title
+    result = json.loads(lines[-1])
+    for key in KEYS:
+        assert isinstance(result[key], (int, float)) and math.isfinite(result[key]), key
+    assert result["charlm_val_loss"] > 0 and result["midsize_mfu"] > 0
+    # Same initial weights and batches: our loss and PyTorch's agree closely after 30 steps.
+    assert abs(result["charlm_val_loss"] - result["charlm_torch_val_loss"]) < 1e-3
+
+
+def test_missing_text_is_a_one_line_error(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "benchmark.py"), "--smoke",
+                           "--text_path", str(tmp_path / "missing.txt")],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_next_call_size_ends_calls_on_every_boundary():
+    from transformer_jax.benchmark.multistep import next_call_size
+
+    def calls(start, stop, k, boundaries):
+        sizes, step = [], start
+        while step < stop:
+            sizes.append(next_call_size(step, stop, k, boundaries))
+            step += sizes[-1]
+        return sizes
+
+    assert calls(0, 100, 10, (50, 100)) == [10] * 10
+    assert calls(0, 25, 10, (50,)) == [10, 10] + [1] * 5  # the end is a boundary too
+    assert calls(3, 20, 5, (10,)) == [5, 1, 1, 5, 5]  # resumed off the grid: 4..8, 9, 10, ...
+    assert calls(0, 6, 1, (2,)) == [1] * 6
+    step = 0
+    for size in calls(0, 100, 8, (10, 25)):
+        step += size
+        # no boundary strictly inside a call
+        assert not any(b for b in range(step - size + 1, step) if b % 10 == 0 or b % 25 == 0)
+
+
+def test_multi_step_trains_exactly_like_single_steps():
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from conftest import tiny_config
+    from transformer_jax import steps, train
+    from transformer_jax.benchmark.multistep import MultiStepper
+    from transformer_jax.config import TrainConfig
+
+    model = tiny_config(num_outputs=13)
+    tcfg = TrainConfig(num_steps=20, batch_size=4, warmup_steps=2)
+    graphdef, params = train.init_model(model, 0)
+    tx, schedule = steps.make_optimizer(tcfg)
+    step_fn = steps.make_train_step(graphdef, model, tx, schedule)
+    rng = np.random.default_rng(0)
+    batches = [dict(inputs=rng.integers(1, 13, (4, 8)).astype(np.int32),
+                    targets=rng.integers(1, 13, (4, 8)).astype(np.int32),
+                    weights=np.ones((4, 8), np.float32), padding_mask=np.ones((4, 8), bool))
+               for _ in range(4)]
+    fresh = lambda: {"params": jax.tree.map(jnp.array, params), "opt_state": tx.init(params),  # noqa: E731
+                     "step": jnp.zeros((), jnp.int32)}
+    key = jax.random.key(0)
+    single, losses = fresh(), []
+    for b in batches:
+        single, m = step_fn(single, b, key)
+        losses.append(float(m["loss"]))
+    stepper = MultiStepper(step_fn, 3)
+    multi, first = stepper(fresh(), batches[:3], key)
+    multi, last = stepper(multi, batches[3:], key)
+    got = [float(m["loss"]) for m in first + last]
+    np.testing.assert_allclose(got, losses, rtol=1e-6)
+    assert int(multi["step"]) == 4
+    for a, b in zip(jax.tree.leaves(single["params"]), jax.tree.leaves(multi["params"])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
