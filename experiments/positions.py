@@ -67,6 +67,6 @@ def get_study(size: str) -> Study:
 
 def write_probes(root: Path) -> str:
     rows = [(p.value, probes.permutation_gap(p)) for p in Position]
-    table = probes.markdown_table(["position", "max |f(P·x) − P·f(x)|"], rows)
+    table = probes.markdown_table(["position", "max abs. difference of f(P·x) and P·f(x)"], rows)
     return ("A bidirectional encoder at initialization, tokens permuted: 0 means the output is "
             f"exactly permuted with them (permutation-equivariant).\n\n{table}")
