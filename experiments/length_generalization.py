@@ -9,7 +9,7 @@ seen; ALiBi and no positions see only relative distances or counts.
 """
 from pathlib import Path
 
-from transformer_jax.study import Comparison, Expectation, Study, load_config
+from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {
@@ -28,9 +28,7 @@ def get_study(size: str) -> Study:
     base.model.update(arch="decoder", d_model=s["d_model"], num_heads=4, d_ff=4 * s["d_model"],
                       num_layers=2, max_len=4 * n + 2)
     base.data.update(seq_len=n, min_len=1, eval_seq_len=2 * n, eval_min_len=n + 1)
-    base.train.update(num_steps=s["steps"], warmup_steps=s["steps"] // 10,
-                      eval_every=max(s["steps"] // 6, 1), log_every=max(s["steps"] // 20, 1),
-                      checkpoint_every=s["steps"])
+    study_schedule(base, s["steps"])
     variants = {p: {"model.position": p} for p in SCHEMES}
     return Study(
         name="length_generalization",

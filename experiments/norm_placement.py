@@ -8,7 +8,7 @@ warm-up Adam's first big steps derail it (Xiong et al. 2020). Pre-LN trains with
 from pathlib import Path
 
 from transformer_jax import probes
-from transformer_jax.study import Comparison, Expectation, Study, load_config
+from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {
@@ -24,9 +24,7 @@ def get_study(size: str) -> Study:
     base.unlock()
     base.model.update(d_model=s["d_model"], num_heads=4, d_ff=4 * s["d_model"],
                       num_layers=s["layers"])
-    base.train.update(num_steps=s["steps"], learning_rate=s["lr"], grad_clip_norm=0.0,
-                      eval_every=max(s["steps"] // 6, 1), log_every=max(s["steps"] // 20, 1),
-                      checkpoint_every=s["steps"])
+    study_schedule(base, s["steps"], learning_rate=s["lr"], grad_clip_norm=0.0)
     warmup = s["steps"] // 4
     variants = {
         "pre_no_warmup": {"model.norm": "pre", "train.warmup_steps": 0},

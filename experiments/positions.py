@@ -16,7 +16,7 @@ from pathlib import Path
 
 from transformer_jax import probes
 from transformer_jax.config import Position
-from transformer_jax.study import Comparison, Expectation, Study, load_config
+from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {
@@ -33,9 +33,7 @@ def get_study(size: str) -> Study:
     base = load_config(REPO / "configs/synthetic.py", "task=order" + (",tiny" if size == "tiny" else ""))
     base.unlock()
     base.model.update(d_model=s["d_model"], num_heads=4, d_ff=4 * s["d_model"], num_layers=2)
-    base.train.update(num_steps=s["steps"], warmup_steps=s["steps"] // 10,
-                      eval_every=max(s["steps"] // 6, 1), log_every=max(s["steps"] // 20, 1),
-                      checkpoint_every=s["steps"])
+    study_schedule(base, s["steps"])
     variants = {f"encoder_{p}": {"model.position": p} for p in SCHEMES}
     decoder = {"model.arch": "decoder", "data.task": "sort"}
     variants.update({"decoder_none": {**decoder, "model.position": "none"},

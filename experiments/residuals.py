@@ -10,7 +10,7 @@ shallow one still learns.
 from pathlib import Path
 
 from transformer_jax import probes
-from transformer_jax.study import Comparison, Expectation, Study, load_config
+from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {
@@ -25,9 +25,7 @@ def get_study(size: str) -> Study:
     base = load_config(REPO / "configs/synthetic.py", "task=copy" + (",tiny" if size == "tiny" else ""))
     base.unlock()
     base.model.update(d_model=s["d_model"], num_heads=4, d_ff=4 * s["d_model"], norm="pre")
-    base.train.update(num_steps=s["steps"], warmup_steps=s["steps"] // 10,
-                      eval_every=max(s["steps"] // 6, 1), log_every=max(s["steps"] // 20, 1),
-                      checkpoint_every=s["steps"])
+    study_schedule(base, s["steps"])
     deep = s["deep"]
     variants = {
         f"residual_{deep}_layers": {"model.num_layers": deep, "model.residual": True},

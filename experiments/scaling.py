@@ -8,7 +8,7 @@ nearly one-hot, and its gradient nearly vanishes.
 from pathlib import Path
 
 from transformer_jax import probes
-from transformer_jax.study import Comparison, Expectation, Study, load_config
+from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {  # steps, d_model (= d_k, one head), learning rates
@@ -24,9 +24,7 @@ def get_study(size: str) -> Study:
     base.unlock()
     base.model.update(d_model=s["d_model"], num_heads=1, d_ff=4 * s["d_model"], norm="post",
                       num_layers=2)
-    base.train.update(num_steps=s["steps"], warmup_steps=s["steps"] // 10,
-                      eval_every=max(s["steps"] // 6, 1), log_every=max(s["steps"] // 20, 1),
-                      checkpoint_every=s["steps"])
+    study_schedule(base, s["steps"])
     low, high = s["lrs"]
     variants = {
         "scaled": {"model.attn_scale": True, "train.learning_rate": low},

@@ -87,6 +87,14 @@ class Study:
         return [(v, s) for v in self.variants for s in self.seeds]
 
 
+def study_schedule(config: ml_collections.ConfigDict, steps: int, **train: Any) -> None:
+    """The schedule every study uses: `steps` steps, 10 % warm-up, 6 evaluations, about 20
+    log lines, one checkpoint at the end; `train` overrides any train.* field."""
+    config.train.update(num_steps=steps, warmup_steps=steps // 10, eval_every=max(steps // 6, 1),
+                        log_every=max(steps // 20, 1), checkpoint_every=steps)
+    config.train.update(**train)
+
+
 def _set(config: ml_collections.ConfigDict, dotted: str, value: Any) -> None:
     *parents, leaf = dotted.split(".")
     node = config
