@@ -28,6 +28,7 @@ class Variant:
     kind: str = "trainer"  # what the worker runs, see _make_runner
     flags: str = ""  # XLA_FLAGS of the worker process
     malloc: bool = False  # cpu_malloc.keep_freed_memory() before JAX starts
+    patches: tuple[str, ...] = ()  # candidates.PATCHES applied in the worker
 
 
 _YNN = "--xla_cpu_experimental_ynn_fusion_type="
@@ -58,6 +59,17 @@ VARIANTS: dict[str, Variant] = {
     "malloc+no_ynnpack": Variant("malloc + no YNNPACK", flags=_YNN, malloc=True),
     "malloc+eigen_1": Variant("malloc + single-threaded Eigen", flags="--xla_cpu_multi_thread_eigen=false",
                               malloc=True),
+    "malloc+unrolled_layers": Variant("malloc + layer scan fully unrolled (candidates)",
+                                      malloc=True, patches=("unrolled_layers",)),
+    "malloc+fused_qkv": Variant("malloc + one q/k/v matmul (candidates)", malloc=True,
+                                patches=("fused_qkv",)),
+    "malloc+lean_metrics": Variant("malloc + no param/update/layer norms in the step",
+                                   malloc=True, patches=("lean_metrics",)),
+    "malloc+all3": Variant("malloc + unrolled + fused q/k/v + lean metrics", malloc=True,
+                           patches=("unrolled_layers", "fused_qkv", "lean_metrics")),
+    "malloc+scan_10+all3": Variant("all of the above + 10 steps per call", "scan_10",
+                                   malloc=True,
+                                   patches=("unrolled_layers", "fused_qkv", "lean_metrics")),
     "torch_2_threads": Variant("the PyTorch reference, torch.set_num_threads(2)", "torch2"),
     "torch_1_thread": Variant("the PyTorch reference, torch.set_num_threads(1)", "torch1"),
 }
@@ -125,12 +137,16 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
     return run_steps
 
 
-def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int, malloc: bool) -> None:
+def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int, malloc: bool,
+                patches: tuple[str, ...] = ()) -> None:
     """Protocol: prints 'ready' after compiling; then per stdin line 'N' runs N steps and prints
     one JSON line {wall, cpu}; an empty line or EOF ends it."""
     if malloc:
         from transformer_jax.benchmark import cpu_malloc
         cpu_malloc.keep_freed_memory()
+    if patches:
+        from transformer_jax.benchmark import candidates
+        candidates.apply(patches)
     if kind == "sync_dispatch":
         import jax
         jax.config.update("jax_cpu_enable_async_dispatch", False)
@@ -162,7 +178,8 @@ class Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "transformer_jax.benchmark.profiling", "--worker", variant.kind,
              "--text_path", text_path, "--data_dir", data_dir, "--warm_steps", str(warm_steps)]
-            + (["--malloc"] if variant.malloc else []),
+            + (["--malloc"] if variant.malloc else [])
+            + (["--patches", ",".join(variant.patches)] if variant.patches else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             env=env)
 
@@ -257,5 +274,7 @@ if __name__ == "__main__":
     parser.add_argument("--data_dir", default="")
     parser.add_argument("--warm_steps", type=int, default=50)
     parser.add_argument("--malloc", action="store_true")
+    parser.add_argument("--patches", default="")
     a = parser.parse_args()
-    worker_main(a.worker, a.text_path, a.data_dir, a.warm_steps, a.malloc)
+    worker_main(a.worker, a.text_path, a.data_dir, a.warm_steps, a.malloc,
+                tuple(p for p in a.patches.split(",") if p))
