@@ -46,6 +46,9 @@ def main(argv=None) -> int:
     parser.add_argument("--malloc", choices=("keep", "default"), default="keep",
                         help="'keep': glibc keeps freed memory mapped (cpu_malloc; what "
                              "transformer_jax.main should do), 'default': glibc as it comes")
+    parser.add_argument("--patches", default="",
+                        help="comma-separated transformer_jax.benchmark.candidates patches to "
+                             "apply first (preview a model/step change), e.g. fused_qkv,lean_metrics")
     args = parser.parse_args(argv)
     if not os.path.isfile(args.text_path):
         print(f"error: --text_path {args.text_path!r} does not exist", file=sys.stderr)
@@ -53,6 +56,14 @@ def main(argv=None) -> int:
 
     from transformer_jax.benchmark import cpu_malloc
     malloc_kept = cpu_malloc.keep_freed_memory() if args.malloc == "keep" else False
+    patches = [p for p in args.patches.split(",") if p]
+    if patches:
+        from transformer_jax.benchmark import candidates
+        try:
+            candidates.apply(patches)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
 
     if args.profile:
         from transformer_jax.benchmark import profiling
@@ -91,7 +102,8 @@ def main(argv=None) -> int:
         k = 1
     t_start = time.perf_counter()
     load0 = os.getloadavg()
-    results: dict = {"malloc_kept": malloc_kept, "jax": jax.__version__}
+    results: dict = {"malloc_kept": malloc_kept, "patches": ",".join(patches),
+                     "jax": jax.__version__}
 
     _section("matmul peak (f32, %d³, best of 5; measured again before midsize)" % peak_n)
     with measure.PeakRSS() as mem:

@@ -180,6 +180,12 @@ def test_synthetic_prepared_once_and_keyed_by_parameters(tmp_path):
     again = data.make_dataset(cfg, seed=0)
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()} == files
     assert digest(again.train_batch(0, 8, "encoder")) == digest(ds.train_batch(0, 8, "encoder"))
+    # Decoded once per process and shared, read-only, by every run (any seed) that uses it.
+    other_seed = data.make_dataset(cfg, seed=1)
+    assert other_seed.train.x is ds.train.x and other_seed.eval.y is ds.eval.y
+    assert not ds.train.x.flags.writeable
+    with pytest.raises(ValueError):
+        ds.train.x[0, 0] = 1
     data.make_dataset(config(str(tmp_path), task="reverse", seq_len=16), seed=0)
     dirs = sorted(p.name for p in (tmp_path / "tj_synthetic").iterdir())
     assert len(dirs) == 2 and all(d.startswith("reverse-v16-") for d in dirs)

@@ -93,7 +93,6 @@ print("RESULT " + json.dumps(out))
 @pytest.fixture(scope="module")
 def result() -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.pop("JAX_COORDINATOR_ADDRESS", None)
     try:
         proc = subprocess.run([sys.executable, "-c", SCRIPT, str(NUM_DEVICES)], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=TIMEOUT_S)

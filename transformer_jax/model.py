@@ -1,7 +1,10 @@
 """Encoder and causal decoder stacks: embeddings (+ positions) → N blocks → (final norm) → head.
 
 The N blocks are one stacked module scanned with `jax.lax.scan`, so compile time does not grow
-with depth. Positional schemes enter where they act: added to the embeddings, as a q/k
+with depth. Stacks of up to UNROLL_MAX_LAYERS layers are unrolled (the scan written out): on a
+CPU that saves the loop's slicing of stacked parameters and gradients, 15-20 % of a small
+model's step (measured: 2 layers 21.6 -> 17.3 ms, 6 layers 72.1 -> 60.2 ms), while deeper
+stacks stay one compiled loop body. Positional schemes enter where they act: added to the embeddings, as a q/k
 transform, or as a logit bias.
 """
 from __future__ import annotations
@@ -18,6 +21,7 @@ from transformer_jax.blocks import Block, compute_dtype, dropout, layer_norm
 from transformer_jax.config import Head, ModelConfig, Norm, Position
 
 Array = jax.Array
+UNROLL_MAX_LAYERS = 6  # deeper stacks are a loop: compile time flat in depth
 
 
 def attention_mask(padding_mask: Optional[Array], length: int, causal: bool) -> Optional[Array]:
@@ -53,7 +57,8 @@ class StackedBlocks(nnx.Module):
             block = nnx.merge(graphdef, params)
             return block(x, key=layer_key, probe=probe, **kwargs)
 
-        return jax.lax.scan(one_layer, x, (stacked, layer_keys))
+        return jax.lax.scan(one_layer, x, (stacked, layer_keys),
+                            unroll=self.num_layers <= UNROLL_MAX_LAYERS)
 
 
 class Transformer(nnx.Module):

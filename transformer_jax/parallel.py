@@ -75,21 +75,22 @@ def replicate(tree: Any, mesh: Mesh) -> Any:
 
 def maybe_initialize_distributed(coordinator: Optional[str] = None,
                                  num_processes: Optional[int] = None,
-                                 process_id: Optional[int] = None) -> bool:
-    """Joins a multi-host run when one is configured; returns whether it initialized.
+                                 process_id: Optional[int] = None, *,
+                                 auto_detect: bool = False) -> bool:
+    """Joins a multi-host (multi-process) run when one is configured; returns whether it did.
 
-    Call before anything else touches JAX's backends. With a coordinator address
-    ('host:port'), `num_processes` and `process_id` are required; with none of the three,
-    nothing happens unless the environment is a cluster JAX detects by itself (SLURM,
-    Open MPI, Cloud TPU...), signalled by $JAX_COORDINATOR_ADDRESS.
+    Call it first, before anything touches JAX's devices. Either pass all three of
+    `coordinator` ('host:port' of process 0), `num_processes` and `process_id`, or none of them:
+    then it initializes only when `auto_detect` is set (JAX reads SLURM, Open MPI, Cloud TPU and
+    GKE environments, and $JAX_COORDINATOR_ADDRESS) — otherwise this is a single-process run
+    and nothing happens. After it, `jax.devices()` lists every process's devices and
+    `make_mesh()` spans them all.
     """
-    import os
-
     given = [coordinator, num_processes, process_id]
     if all(v is None for v in given):
-        if not os.environ.get("JAX_COORDINATOR_ADDRESS"):
-            return False  # single process
-        jax.distributed.initialize()  # address etc. from the environment
+        if not auto_detect:
+            return False
+        jax.distributed.initialize()
         return True
     if coordinator is None or num_processes is None or process_id is None:
         raise ValueError("multi-host needs all of coordinator ('host:port'), num_processes and "

@@ -1,11 +1,8 @@
 """Candidate changes to model/step code, applied as patches so the profiler can measure them
 before anyone edits the real modules. Each `apply_*` replaces one method or function for the
 rest of the process (profiling workers are one process per variant).
+(Unrolling the layer scan, measured here first, is now in the model: `model.UNROLL_MAX_LAYERS`.)
 
-- unrolled_layers: `jax.lax.scan(..., unroll=True)` over the stacked blocks: no while loop, so
-  no dynamic-slice of the stacked parameters, no dynamic-update-slice of their gradients and
-  residuals (on a CPU these copies were ~12% of the charlm step). Compile time then grows with
-  depth; `unroll=k` for k < num_layers is the compromise.
 - fused_qkv: one [d, 3d] matmul for q, k and v (the three kernels concatenated in the step;
   parameters and checkpoints unchanged): 1 dot forward and 2 backward instead of 3 and 6.
 - lean_metrics: the train step without param_norm, update_norm and per-layer gradient norms
@@ -24,25 +21,6 @@ PATCHES: dict[str, Callable[[], None]] = {}
 def _patch(fn):
     PATCHES[fn.__name__.removeprefix("apply_")] = fn
     return fn
-
-
-@_patch
-def apply_unrolled_layers(unroll: int | bool = True) -> None:
-    from flax import nnx
-
-    from transformer_jax import model
-
-    def __call__(self, x, *, key=None, probe=False, **kwargs):
-        graphdef, stacked = nnx.split(self.blocks)
-        layer_keys = None if key is None else jax.random.split(key, self.num_layers)
-
-        def one_layer(x, layer):
-            params, layer_key = layer
-            return nnx.merge(graphdef, params)(x, key=layer_key, probe=probe, **kwargs)
-
-        return jax.lax.scan(one_layer, x, (stacked, layer_keys), unroll=unroll)
-
-    model.StackedBlocks.__call__ = __call__
 
 
 @_patch

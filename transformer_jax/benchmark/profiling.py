@@ -32,6 +32,7 @@ class Variant:
 
 
 _YNN = "--xla_cpu_experimental_ynn_fusion_type="
+_BOTH = ("fused_qkv", "lean_metrics")
 VARIANTS: dict[str, Variant] = {
     "trainer": Variant("baseline: one call per step + device_get(metrics), as train.py"),
     "no_device_get": Variant("one call per step, no host read (block at chunk end)", "no_device_get"),
@@ -59,17 +60,19 @@ VARIANTS: dict[str, Variant] = {
     "malloc+no_ynnpack": Variant("malloc + no YNNPACK", flags=_YNN, malloc=True),
     "malloc+eigen_1": Variant("malloc + single-threaded Eigen", flags="--xla_cpu_multi_thread_eigen=false",
                               malloc=True),
-    "malloc+unrolled_layers": Variant("malloc + layer scan fully unrolled (candidates)",
-                                      malloc=True, patches=("unrolled_layers",)),
     "malloc+fused_qkv": Variant("malloc + one q/k/v matmul (candidates)", malloc=True,
                                 patches=("fused_qkv",)),
     "malloc+lean_metrics": Variant("malloc + no param/update/layer norms in the step",
                                    malloc=True, patches=("lean_metrics",)),
-    "malloc+all3": Variant("malloc + unrolled + fused q/k/v + lean metrics", malloc=True,
-                           patches=("unrolled_layers", "fused_qkv", "lean_metrics")),
-    "malloc+scan_10+all3": Variant("all of the above + 10 steps per call", "scan_10",
-                                   malloc=True,
-                                   patches=("unrolled_layers", "fused_qkv", "lean_metrics")),
+    "malloc+both": Variant("malloc + fused q/k/v + lean metrics", malloc=True, patches=_BOTH),
+    "malloc+scan_10+both": Variant("all of the above + 10 steps per call", "scan_10",
+                                   malloc=True, patches=_BOTH),
+    "malloc+both+no_ynnpack": Variant("malloc + both + Eigen dots instead of YNNPACK", malloc=True,
+                                      flags=_YNN, patches=_BOTH),
+    "malloc+both+xnnpack": Variant("malloc + both + XNNPACK (old) instead of YNNPACK", malloc=True,
+                                   flags="--xla_cpu_use_xnnpack=true " + _YNN, patches=_BOTH),
+    "malloc+both+onednn": Variant("malloc + both + oneDNN instead of YNNPACK", malloc=True,
+                                  flags="--xla_cpu_use_onednn=true " + _YNN, patches=_BOTH),
     "torch_2_threads": Variant("the PyTorch reference, torch.set_num_threads(2)", "torch2"),
     "torch_1_thread": Variant("the PyTorch reference, torch.set_num_threads(1)", "torch1"),
 }
