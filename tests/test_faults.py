@@ -221,14 +221,18 @@ def get_study(size):
 '''
 
 
-def test_interrupted_sweep_completes_only_what_is_missing(tmp_path, tj_data_dir):
-    """kill -9 a sweep in its second variant; the same command then finishes only that variant,
-    leaves the first one's files untouched, and the report covers every run exactly once."""
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_interrupted_sweep_completes_only_what_is_missing(tmp_path, tj_data_dir, jobs):
+    """kill -9 a sweep in its second variant; the same command then finishes only what is
+    missing, leaves finished runs' files untouched, and the report covers every run exactly
+    once. With worker processes (jobs=2), none outlives the killed sweep."""
+    import psutil
+
     experiment = tmp_path / "interrupted.py"
     experiment.write_text(SWEEP_EXPERIMENT.format(repo=str(REPO), data_dir=tj_data_dir))
     root = tmp_path / "study"
     command = [sys.executable, "-m", "transformer_jax.sweep", f"--experiment={experiment}",
-               f"--workdir={root}"]
+               f"--workdir={root}", f"--jobs={jobs}"]
     with open(tmp_path / "first.log", "w") as log:
         process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + TIMEOUT_S
@@ -236,14 +240,55 @@ def test_interrupted_sweep_completes_only_what_is_missing(tmp_path, tj_data_dir)
             assert process.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
             assert time.time() < deadline, "variant b never checkpointed"
             time.sleep(0.05)
+        workers = psutil.Process(process.pid).children(recursive=True)
         process.kill()
         process.wait(timeout=30)
+    assert len(workers) >= jobs if jobs > 1 else True
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, f"workers outlived the killed sweep: {alive}"
     assert workdir_lib.read_status(root / "b" / "seed_0")["state"] == "running"
+    ended_a = workdir_lib.read_status(root / "a" / "seed_0")["state"] == "finished"
+    assert ended_a or jobs > 1  # in turn, 'a' ended before 'b' began
     finished_a = tree_hashes(root / "a")
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S * 2)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert tree_hashes(root / "a") == finished_a  # finished runs untouched
-    assert "resuming" in result.stderr and "already finished" in result.stderr
+    if ended_a:
+        assert tree_hashes(root / "a") == finished_a  # finished runs untouched
+        assert "already finished" in result.stderr
+    assert "resuming" in result.stderr
     rows = (root / "summary.csv").read_text().splitlines()[1:]
     assert sorted(r.split(",")[:3] for r in rows) == [
         ["a", "0", "finished"], ["a", "1", "finished"], ["b", "0", "finished"], ["b", "1", "finished"]]
+
+
+
+
+def test_sigterm_to_a_parallel_sweep_checkpoints_every_worker(tmp_path, tj_data_dir):
+    """SIGTERM to a sweep with two workers (both variants mid-run): each saves a checkpoint and
+    stops as `preempted`, the sweep exits 0 leaving no worker behind, and the same command
+    finishes the study from those checkpoints."""
+    import psutil
+
+    experiment = tmp_path / "preempted.py"
+    experiment.write_text(SWEEP_EXPERIMENT.format(repo=str(REPO), data_dir=tj_data_dir))
+    root = tmp_path / "study"
+    command = [sys.executable, "-m", "transformer_jax.sweep", f"--experiment={experiment}",
+               f"--workdir={root}", "--jobs=2"]
+    log_path = tmp_path / "first.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        wait_for(lambda: all(checkpoint_steps(root / v / "seed_0") for v in ("a", "b")), process,
+                 "a checkpoint in both variants", log_path=log_path)
+        workers = psutil.Process(process.pid).children(recursive=True)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT_S) == 0, log_path.read_text()[-3000:]
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, f"workers outlived the sweep: {alive}"
+    states = {v: workdir_lib.read_status(root / v / "seed_0") for v in ("a", "b")}
+    assert {s["state"] for s in states.values()} == {"preempted"}, states
+    assert all(s["step"] in checkpoint_steps(root / v / "seed_0") for v, s in states.items())
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S * 2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(RESUMING.findall(result.stderr)) == 4  # both seeds of both variants
+    rows = (root / "summary.csv").read_text().splitlines()[1:]
+    assert sorted(r.split(",")[2] for r in rows) == ["finished"] * 4

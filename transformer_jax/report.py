@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from transformer_jax import workdir as workdir_lib
+from transformer_jax import jobs, workdir as workdir_lib
 from transformer_jax.study import Study
 from transformer_jax.summaries import read_scalars
 
@@ -41,7 +41,7 @@ def write_report(study: Study, root: Path) -> None:
     rows = _rows(study, runs)
     _write_csv(rows, root / "summary.csv")
     (root / "summary.md").write_text(_summary_markdown(study, runs))
-    probes = study.probes(root) if study.probes else ""
+    probes = jobs.run_probes(study, root)
     (root / "verdict.md").write_text(verdict_markdown(study, runs, probes))
 
 

@@ -14,6 +14,7 @@ extra run next to every real one.
 
 from __future__ import annotations
 
+import logging as std_logging
 import math
 import os
 import time
@@ -26,7 +27,7 @@ from tensorboard.plugins.hparams import api_pb2
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.plugins.hparams import summary_v2 as hparams_summary
-from tensorboard.util import tensor_util
+from tensorboard.util import tb_logging, tensor_util
 
 HParamValue = bool | int | float | str
 
@@ -188,6 +189,9 @@ def _accumulator(logdir: str) -> ea.EventAccumulator:
     """Loads every event file directly inside `logdir` (not sub-directories: those are other
     runs), keeping all events rather than TensorBoard's default reservoir sample."""
     keep_all = {ea.SCALARS: 0, ea.TENSORS: 0, ea.IMAGES: 0, ea.HISTOGRAMS: 0}
+    # Its directory watcher logs a line per file read ("No path found after ..."): noise in the
+    # sweep's log, one per run.
+    tb_logging.get_logger().setLevel(std_logging.WARNING)
     accumulator = ea.EventAccumulator(str(logdir), size_guidance=keep_all)
     accumulator.Reload()
     return accumulator

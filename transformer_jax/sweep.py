@@ -8,21 +8,26 @@ Runs every variant × seed into DIR/<variant>/seed_<n> (one TensorBoard logdir:
 program (`train.train_replicas`); skips finished runs, resumes partial ones, then writes
 curves.png, summary.csv, summary.md and verdict.md.
 `--shard=i/n` runs every n-th run starting at i (cluster array jobs); the report is written
-by whichever shard finds every run ended.
+by whichever shard finds every run ended. `--jobs=N` trains N variants at once in worker
+processes (`transformer_jax.jobs`), longest first.
 """
+import functools
 import sys
 from pathlib import Path
+from typing import Optional
 
 from absl import app, flags, logging
 
-from transformer_jax import cli, report, study as study_lib, workdir as workdir_lib
-from transformer_jax.train import DIVERGED, FINISHED, train_replicas
+from transformer_jax import cli, jobs as jobs_lib, report, study as study_lib, workdir as workdir_lib
+from transformer_jax.train import DIVERGED, FINISHED, PREEMPTED, check_config
 
 _EXPERIMENT = flags.DEFINE_string("experiment", None,
                                   "Experiment file (experiments/scaling.py) or a directory of them.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory of the study (one run per sub-dir).")
 _SIZE = flags.DEFINE_string("size", "default", "default (2-core CPU) | large (GPU/TPU) | tiny (smoke).")
 _SHARD = flags.DEFINE_string("shard", "0/1", "i/n: run only every n-th run, starting at i.")
+_JOBS = flags.DEFINE_integer("jobs", 1, "Worker processes: variants trained at once (2 on a "
+                             "2-core CPU: scripts/run.sh).")
 flags.mark_flags_as_required(["experiment", "workdir"])
 STUDY_ORDER = ("scaling", "positions", "residuals", "norm_placement", "length_generalization")
 
@@ -37,43 +42,87 @@ def parse_shard(text: str) -> tuple[int, int]:
     return index, count
 
 
-def run_study(study: study_lib.Study, workdir: str, shard: tuple[int, int] = (0, 1)) -> bool:
+def run_study(study: study_lib.Study, workdir: str, shard: tuple[int, int] = (0, 1),
+              jobs: int = 1, experiment: Optional[str] = None) -> bool:
     """Runs this shard's share of the study; writes the report once every run has ended.
 
-    Returns whether the report was written.
+    Returns whether the report was written. jobs > 1 needs `experiment` (the study's file).
     """
-    root = workdir_lib.prepare(workdir, {"study": study.name, "runs": [list(r) for r in study.runs()]})
+    return run_studies([(study, workdir, experiment)], shard, jobs)[study.name]
+
+
+def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard: tuple[int, int],
+                jobs: int = 1, size: str = "default") -> dict[str, bool]:
+    """(study, workdir, experiment file) each: its runs as tasks (`jobs`), each study's report
+    as soon as its last run ends. Returns study name -> whether its report was written."""
+    if jobs > 1 and any(experiment is None for _, _, experiment in studies):
+        raise ValueError("jobs > 1 needs each study's experiment file (workers load it)")
     index, count = shard
-    mine = [run for i, run in enumerate(study.runs()) if i % count == index]
-    for variant in study.variants:
-        seeds = [seed for v, seed in mine if v == variant]
-        if not seeds:
-            continue
-        dirs = [str(root / variant / f"seed_{seed}") for seed in seeds]
-        logging.info("[%s] %s, seeds %s: %s", study.name, variant, seeds, root / variant)
-        # The seeds of a variant train side by side in one compiled program.
-        train_replicas([study.config(variant, seed) for seed in seeds], dirs)
-    ended = [workdir_lib.read_status(root / v / f"seed_{s}") for v, s in study.runs()]
-    missing = sum(1 for s in ended if not s or s["state"] not in (FINISHED, DIVERGED))
-    if missing:
-        logging.info("[%s] %d of %d runs not ended yet; the report follows when they are",
-                     study.name, missing, len(ended))
-        return False
-    report.write_report(study, root)
-    return True
+    tasks: list[jobs_lib.Task] = []
+    roots = {}
+    for study, workdir, experiment in studies:
+        for variant in study.variants:  # every run's config is checked before anything runs
+            for seed in study.seeds:
+                check_config(study.config(variant, seed))
+        root = workdir_lib.prepare(workdir, {"study": study.name, "runs": [list(r) for r in study.runs()]})
+        roots[study.name] = root
+        mine = [run for i, run in enumerate(study.runs()) if i % count == index]
+        task = functools.partial(jobs_lib.Task, study.name, str(root), experiment, size)
+        for variant in study.variants:
+            seeds = tuple(seed for v, seed in mine if v == variant)
+            if not seeds:
+                continue
+            states = [(workdir_lib.read_status(root / variant / f"seed_{s}") or {}).get("state")
+                      for s in seeds]
+            if all(state in (FINISHED, DIVERGED) for state in states):
+                logging.info("[%s] %s, seeds %s: already %s; nothing to do", study.name, variant,
+                             list(seeds), "/".join(sorted(set(states))))
+                continue
+            tasks.append(task(variant, seeds, jobs_lib.cost(study, variant, seeds)))
+        if study.probes and index == 0 and jobs > 1:  # else the report runs them
+            tasks.append(task())
+    by_name = {study.name: study for study, _, _ in studies}
+    pending = {name: sum(t.study == name for t in tasks) for name in by_name}
+    reported = {name: False for name in by_name}
+
+    def report_when_ended(name: str) -> None:
+        study, root = by_name[name], roots[name]
+        ended = [workdir_lib.read_status(root / v / f"seed_{s}") for v, s in study.runs()]
+        missing = sum(1 for s in ended if not s or s["state"] not in (FINISHED, DIVERGED))
+        if missing:
+            logging.info("[%s] %d of %d runs not ended yet; the report follows when they are",
+                         name, missing, len(ended))
+            return
+        report.write_report(study, root)
+        reported[name] = True
+
+    def done(task: jobs_lib.Task, statuses: list[dict]) -> bool:
+        pending[task.study] -= 1
+        if any(s.get("state") == PREEMPTED for s in statuses):
+            return False
+        if not pending[task.study]:
+            report_when_ended(task.study)
+        return True
+
+    for name in [n for n, p in pending.items() if not p]:  # nothing left to run
+        report_when_ended(name)
+    jobs_lib.run_tasks(tasks, by_name, jobs, done)
+    return reported
 
 
-def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int]) -> Path | None:
+def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int],
+            jobs: int = 1) -> Path | None:
     """Every study in `directory` (in STUDY_ORDER, then by name); DIR/report.md when all ended."""
     files = sorted(directory.glob("[!_]*.py"), key=lambda p: (
         STUDY_ORDER.index(p.stem) if p.stem in STUDY_ORDER else len(STUDY_ORDER), p.stem))
     if not files:
         raise study_lib.ConfigError(f"--experiment={str(directory)!r} holds no experiment files")
     root = Path(workdir)
-    done = {}
+    studies = []
     for path in files:
         study = study_lib.load_study(path, size)
-        done[study.name] = run_study(study, str(root / study.name), shard)
+        studies.append((study, str(root / study.name), str(path)))
+    done = run_studies(studies, shard, jobs, size)
     if not all(done.values()):
         return None
     return report.write_index(root, list(done))
@@ -85,13 +134,16 @@ def main(argv):
     cli.quiet_progress_bars()
     with cli.user_errors_exit():
         shard = parse_shard(_SHARD.value)
+        if _JOBS.value < 1:
+            raise study_lib.ConfigError(f"--jobs={_JOBS.value} must be at least 1")
         experiment = Path(_EXPERIMENT.value)
         if experiment.is_dir():
-            index = run_all(experiment, _WORKDIR.value, _SIZE.value, shard)
-            where = index
+            where = run_all(experiment, _WORKDIR.value, _SIZE.value, shard, _JOBS.value)
         else:
             study = study_lib.load_study(experiment, _SIZE.value)
-            where = Path(_WORKDIR.value) / "verdict.md" if run_study(study, _WORKDIR.value, shard) else None
+            written = run_studies([(study, _WORKDIR.value, str(experiment))], shard, _JOBS.value,
+                                  _SIZE.value)[study.name]
+            where = Path(_WORKDIR.value) / "verdict.md" if written else None
     if where:
         print(f"\nreport: {where}\ncurves: tensorboard --logdir {_WORKDIR.value}")
     sys.exit(0)

@@ -44,10 +44,17 @@ class Run:
     bits_name: str  # 'bits_per_char' for text, 'bits_per_token' otherwise
 
 
+def check_config(config: ml_collections.ConfigDict) -> TrainConfig:
+    """The checks that need no dataset (milliseconds): train, model and data fields."""
+    train = TrainConfig.from_config(config.train)
+    ModelConfig.from_config(config.model, vocab_size=1, num_outputs=1)
+    data_lib.DataConfig.from_config(config.data)
+    return train
+
+
 def build_run(config: ml_collections.ConfigDict) -> Run:
     """ConfigDict -> validated Run. Raises ConfigError / DataError with one-line messages."""
-    train = TrainConfig.from_config(config.train)
-    # Validate the model fields before the dataset is built (which may take seconds).
+    train = check_config(config)  # before the dataset is built (which may take seconds)
     arch = ModelConfig.from_config(config.model, vocab_size=1, num_outputs=1).arch
     dataset = data_lib.make_dataset(config.data, seed=config.seed, fmt=arch.value)
     head = Head(dataset.head)
@@ -100,14 +107,14 @@ class Replica:
     active: bool = True
 
 
-def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Sequence[str]
-                   ) -> list[dict[str, Any]]:
+def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Sequence[str], *,
+                   progress_bar: bool = True) -> list[dict[str, Any]]:
     """Trains runs whose configs differ only in `seed` side by side, in one compiled program.
 
     Each run keeps its own workdir, checkpoints, curves and status, exactly as if trained alone;
     the step is `jax.vmap`-ed over a leading replica axis (for small models on a CPU, three
     seeds cost little more than one). A diverging replica is stopped and recorded; the others
-    go on. Returns each run's final status.
+    go on. Returns each run's final status. progress_bar: a tqdm bar when stderr is a terminal.
     """
     if len(configs) != len(workdirs) or not configs:
         raise ValueError("train_replicas needs one workdir per config")
@@ -141,7 +148,8 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     if len(set(starts)) > 1:  # interrupted between the replicas' saves: finish each alone
         for r in replicas:
             r.checkpoints.close()
-        return [statuses[i] if i not in todo else train_replicas([configs[i]], [workdirs[i]])[0]
+        return [statuses[i] if i not in todo else
+                train_replicas([configs[i]], [workdirs[i]], progress_bar=progress_bar)[0]
                 for i in range(len(configs))]
     start = starts[0]
     for r in replicas:
@@ -159,7 +167,7 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     eval_step = steps.make_eval_step(graphdef, model_cfg, replicas=True)
     probe = steps.make_probe(graphdef, replicas=True)
     dropout_rngs = jnp.stack([jax.random.key(r.run.seed + 1) for r in replicas])
-    progress = Progress(start, train_cfg.num_steps)
+    progress = Progress(start, train_cfg.num_steps, bar=progress_bar)
     total = train_cfg.num_steps
 
     with sigterm_requests_stop() as stop_requested:
@@ -293,13 +301,13 @@ def _duration(seconds: float) -> str:
 class Progress:
     """Steps/s and ETA for the log lines; a tqdm bar only when stderr is a terminal."""
 
-    def __init__(self, start: int, total: int):
+    def __init__(self, start: int, total: int, bar: bool = True):
         self.start, self.total = start, total
         self.t0 = self.t_last = time.perf_counter()
         self.step_last = start
         self.rate = 0.0
         self.bar = None
-        if sys.stderr.isatty():
+        if bar and sys.stderr.isatty():
             from tqdm import tqdm
             self.bar = tqdm(total=total, initial=start, unit="step", leave=False)
 

@@ -1,0 +1,191 @@
+"""A sweep's work as independent tasks, run here or in N worker processes (`--jobs=N`).
+
+A task is one variant's seeds (one compiled program, `train.train_replicas`) or one study's
+step-0 probes. Tasks never share a directory, so N of them can run at once: a small model on a
+CPU spends much of its time single-threaded (compiling, many small ops), and two workers on two
+cores finish scripts/run.sh sooner than one process (measured in the README).
+
+Workers are spawned (JAX is multithreaded: no fork), die with their parent (PR_SET_PDEATHSIG:
+a kill -9 of the sweep leaves no orphan writing into a run), draw no progress bars, and prefix
+their log lines with the task. SIGTERM or Ctrl-C to the sweep becomes SIGTERM to each worker,
+which saves a checkpoint and stops, as a single run does; rerunning the command resumes.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import ctypes
+import dataclasses
+import logging as std_logging
+import multiprocessing
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Optional, Sequence
+
+from absl import flags, logging
+
+PROBES_FILE = "probes.md"  # a study's step-0 probes, as markdown (its plots beside it)
+PR_SET_PDEATHSIG = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    study: str  # the study's name
+    root: str  # the study's directory
+    experiment: Optional[str]  # its experiment file (workers load the study from it)
+    size: str
+    variant: Optional[str] = None  # None: the study's step-0 probes
+    seeds: tuple[int, ...] = ()
+    cost: float = 0.0  # relative run time, to start the longest tasks first
+
+    @property
+    def label(self) -> str:
+        return f"{self.study}/{self.variant or 'probes'}"
+
+
+def run_probes(study, root: Path) -> str:
+    """The study's step-0 probes (plots into `root`), as markdown; kept in root/probes.md."""
+    if not study.probes:
+        return ""
+    path = root / PROBES_FILE
+    if not path.exists():
+        path.write_text(study.probes(root))
+    return path.read_text()
+
+
+def execute(task: Task, study, progress_bar: bool = True) -> list[dict]:
+    """Runs one task; returns the statuses of its runs ([] for probes)."""
+    from transformer_jax.train import train_replicas
+
+    root = Path(task.root)
+    if task.variant is None:
+        run_probes(study, root)
+        return []
+    logging.info("[%s] %s, seeds %s: %s", task.study, task.variant, list(task.seeds),
+                 root / task.variant)
+    return train_replicas([study.config(task.variant, s) for s in task.seeds],
+                          [str(root / task.variant / f"seed_{s}") for s in task.seeds],
+                          progress_bar=progress_bar)
+
+
+def run_tasks(tasks: Sequence[Task], studies: dict, jobs: int,
+              done: Callable[[Task, list[dict]], bool]) -> None:
+    """Runs `tasks`; calls done(task, statuses) as each ends. When `done` returns False (a run
+    was preempted) no further task starts. jobs=1: in order, in this process."""
+    if jobs <= 1:
+        for task in tasks:
+            if not done(task, execute(task, studies[task.study])):
+                return
+        return
+    ordered = sorted(tasks, key=lambda t: -t.cost)  # longest first: the last to end is short
+    with _Pool(jobs) as pool:
+        futures = {pool.submit(_execute_in_worker, t): t for t in ordered}
+        for future in cf.as_completed(futures):
+            if future.cancelled():
+                continue
+            try:
+                statuses = future.result()
+            except cf.process.BrokenProcessPool:
+                if pool.stopping:
+                    continue  # a worker ended by our SIGTERM outside its training loop
+                raise
+            if not done(futures[future], statuses) or pool.stopping:
+                pool.stop(signal_workers=False)
+
+
+class _Pool:
+    """A ProcessPoolExecutor whose workers stop cleanly with the sweep."""
+
+    def __init__(self, jobs: int):
+        self.stopping = False
+        self.executor = cf.ProcessPoolExecutor(
+            max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker)
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> "_Pool":
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.previous[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def submit(self, fn, *args) -> cf.Future:
+        return self.executor.submit(fn, *args)
+
+    def _on_signal(self, signum, frame) -> None:
+        del frame
+        if self.stopping and signum == signal.SIGINT:  # a second Ctrl-C: stop at once
+            for pid in self._worker_pids():
+                _kill(pid, signal.SIGKILL)
+            raise KeyboardInterrupt
+        logging.warning("%s: asking every worker to save a checkpoint and stop; rerun the same "
+                        "command to resume", signal.Signals(signum).name)
+        self.stop(signal_workers=True)
+
+    def stop(self, signal_workers: bool) -> None:
+        self.stopping = True
+        if signal_workers:
+            for pid in self._worker_pids():
+                _kill(pid, signal.SIGTERM)
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def _worker_pids(self) -> list[int]:
+        return list(getattr(self.executor, "_processes", None) or {})
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if error is not None and not self.stopping:
+            self.stop(signal_workers=True)  # an error in one task: the others save and stop
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def _kill(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _init_worker() -> None:
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which relays it
+    # On a GPU, JAX would give each process 75 % of its memory up front: N workers could not.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    flags.FLAGS.mark_as_parsed()  # workers read no flags; absl logs without complaint
+    logging.use_absl_handler()  # the parent's log format (time, file:line)
+    logging.set_verbosity(logging.INFO)
+    from transformer_jax import cli
+    cli.enable_compilation_cache()
+    cli.quiet_progress_bars()
+
+
+def _execute_in_worker(task: Task) -> list[dict]:
+    from transformer_jax import study as study_lib
+    with _log_prefix(task.label):
+        return execute(task, study_lib.load_study(task.experiment, task.size), progress_bar=False)
+
+
+@contextlib.contextmanager
+def _log_prefix(label: str) -> Iterator[None]:
+    """Every absl log line of this process starts with [label] while the block runs."""
+    class Prefix(std_logging.Filter):
+        def filter(self, record: std_logging.LogRecord) -> bool:
+            record.msg = f"[{label}] {record.msg}"
+            return True
+
+    logger, prefix = logging.get_absl_logger(), Prefix()
+    logger.addFilter(prefix)
+    try:
+        yield
+    finally:
+        logger.removeFilter(prefix)
+
+
+def cost(study, variant: str, seeds: Iterable[int]) -> float:
+    """Relative run time of a variant: steps × layers × seeds (+ a compile-sized constant)."""
+    config = study.config(variant, next(iter(seeds)))
+    return (config.train.num_steps * max(config.model.num_layers, 1) + 1000) * len(list(seeds))
