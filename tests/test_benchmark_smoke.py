@@ -98,5 +98,13 @@ def test_multi_step_trains_exactly_like_single_steps():
     got = [float(m["loss"]) for m in first + last]
     np.testing.assert_allclose(got, losses, rtol=1e-6)
     assert int(multi["step"]) == 4
-    for a, b in zip(jax.tree.leaves(single["params"]), jax.tree.leaves(multi["params"])):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    flat_multi = dict(jax.tree_util.tree_leaves_with_path(multi["params"]))
+    for path, a in jax.tree_util.tree_leaves_with_path(single["params"]):
+        name = jax.tree_util.keystr(path)
+        if "['key']['bias']" in name:
+            # Softmax ignores a constant added to a row of logits, and q·b_k is one: the key bias
+            # has a zero gradient, so AdamW moves it by rounding noise (sign included) × lr.
+            assert np.abs(np.asarray(a) - np.asarray(flat_multi[path])).max() <= 4 * 2 * tcfg.learning_rate
+            continue
+        np.testing.assert_allclose(np.asarray(a), np.asarray(flat_multi[path]), rtol=1e-5,
+                                   atol=1e-6, err_msg=name)

@@ -138,3 +138,81 @@ def test_distributed_arguments_are_checked():
     with pytest.raises(ValueError, match="process_id=2"):
         parallel.maybe_initialize_distributed("localhost:1234", 2, 2)
     assert parallel.maybe_initialize_distributed("localhost:1234", 1, 0) is False
+
+
+TRAINER_SCRIPT = r"""
+import json, os, sys
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                           f" --xla_force_host_platform_device_count={sys.argv[1]}")
+data_dir, root = sys.argv[2], sys.argv[3]
+import jax
+from absl import logging
+from transformer_jax import study, summaries, train
+from transformer_jax.config import ConfigError
+logging.set_verbosity(logging.INFO)
+
+def config(seed, **train_fields):
+    c = study.load_config("configs/synthetic.py", "tiny")
+    c.unlock()
+    c.seed = seed
+    c.data.data_dir = data_dir
+    c.train.update(num_steps=12, log_every=1, eval_every=6, checkpoint_every=6, **train_fields)
+    c.lock()
+    return c
+
+out = {"devices": len(jax.devices())}
+for name, devices in (("one", 1), ("all", 0)):
+    dirs = [f"{root}/{name}/seed_{s}" for s in (0, 1)]
+    statuses = train.train_replicas([config(s, num_devices=devices) for s in (0, 1)], dirs)
+    out[name] = {"states": [s["state"] for s in statuses],
+                 "curves": [summaries.read_scalars(d) for d in dirs]}
+for field, value in (("num_devices", 3), ("batch_size", 7)):
+    try:
+        train.train_replicas([config(0, **{field: value})], [f"{root}/bad_{field}"])
+        out[f"bad_{field}"] = None
+    except ConfigError as e:
+        out[f"bad_{field}"] = str(e)
+    out[f"bad_{field}_wrote"] = os.path.exists(f"{root}/bad_{field}")
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def trainer_result(tmp_path_factory, tj_data_dir) -> dict:
+    """train_replicas (2 seeds) on 1 device and data parallel on 2, in one subprocess."""
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    root = tmp_path_factory.mktemp("data_parallel")
+    try:
+        proc = subprocess.run([sys.executable, "-c", TRAINER_SCRIPT, str(NUM_DEVICES), tj_data_dir,
+                               str(root)], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=TIMEOUT_S * 2)
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        pytest.fail(f"trainer subprocess timed out\n{err[-3000:]}")
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    assert "data parallel over 2 devices" in proc.stderr
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_trainer_data_parallel_matches_one_device(trainer_result):
+    """train.num_devices=0 (all: 2 virtual devices) gives the curves of num_devices=1, to 1e-5
+    relative, for every seed of a replicated run: train loss each step, eval loss and accuracy."""
+    assert trainer_result["devices"] == NUM_DEVICES
+    one, two = trainer_result["one"], trainer_result["all"]
+    assert one["states"] == two["states"] == ["finished", "finished"]
+    for seed, (a, b) in enumerate(zip(one["curves"], two["curves"])):
+        for tag in ("train/loss", "eval/loss", "eval/accuracy"):
+            assert [s for s, _ in a[tag]] == [s for s, _ in b[tag]], tag
+            for (step, x), (_, y) in zip(a[tag], b[tag]):
+                assert abs(x - y) <= 1e-5 * max(abs(x), 1e-6), f"seed {seed} {tag} step {step}: {x} vs {y}"
+        assert len(a["train/loss"]) == 12
+    assert one["curves"][0]["train/loss"] != one["curves"][1]["train/loss"]  # seeds differ
+
+
+def test_trainer_device_count_errors_name_the_value(trainer_result):
+    assert "train.num_devices=3" in trainer_result["bad_num_devices"]
+    assert "0 (all) or 1..2" in trainer_result["bad_num_devices"]
+    assert "train.batch_size=7" in trainer_result["bad_batch_size"]
+    assert "multiple of 2" in trainer_result["bad_batch_size"]
+    assert not trainer_result["bad_num_devices_wrote"] and not trainer_result["bad_batch_size_wrote"]

@@ -162,6 +162,7 @@ class TrainConfig:
     checkpoint_every: int = 500
     keep_checkpoints: int = 3
     eval_batches: int = 8  # batches per evaluation; 0 = the whole eval split
+    num_devices: int = 0  # data parallel over this many devices; 0 = all (1 device: plain jit)
 
     def __post_init__(self):
         for name in ("num_steps", "batch_size", "log_every", "eval_every", "checkpoint_every",
@@ -169,7 +170,7 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"train.{name}={value!r} must be a positive integer")
-        for name in ("warmup_steps", "eval_batches"):
+        for name in ("warmup_steps", "eval_batches", "num_devices"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"train.{name}={value!r} must be a non-negative integer")

@@ -12,6 +12,9 @@ same code runs on one CPU, eight GPUs or many hosts (after `maybe_initialize_dis
         state, metrics = train_step(state, shard_batch(batch, mesh), rng)
         metrics = jax.device_get(metrics)  # waiting for each step: see below
 
+The trainer does this when there are several devices (`train.num_devices`, 0 = all: see
+`data_mesh`), with the seeds of a study as a leading axis that stays whole (`axis=1`).
+
 CPU caveat: with several forced host devices (`--xla_force_host_platform_device_count`) on a
 machine with few cores, dispatching cross-device steps without waiting for them can deadlock
 XLA's collective rendezvous; waiting for each step (reading the loss) avoids it.
@@ -40,30 +43,49 @@ def make_mesh(num_devices: Optional[int] = None) -> Mesh:
     return Mesh(np.asarray(devices[:num_devices]), (DATA_AXIS,))
 
 
-def batch_sharding(mesh: Mesh) -> NamedSharding:
-    return NamedSharding(mesh, P(DATA_AXIS))
+def data_mesh(num_devices: int, batch_size: int) -> Optional[Mesh]:
+    """The trainer's mesh: `train.num_devices` (0 = all devices) checked against the batch size;
+    None for a single device (the plain, unsharded program)."""
+    from transformer_jax.config import ConfigError
+
+    available = len(jax.devices())
+    count = num_devices or available
+    if count > available:
+        raise ConfigError(f"train.num_devices={num_devices} exceeds the {available} device(s) "
+                          f"available ({jax.default_backend()}); use 0 (all) or 1..{available}")
+    if batch_size % count:
+        raise ConfigError(f"train.batch_size={batch_size} is not divisible by the {count} devices "
+                          f"of the data-parallel mesh (train.num_devices={num_devices}); use a "
+                          f"multiple of {count}")
+    return make_mesh(count) if count > 1 else None
+
+
+def batch_sharding(mesh: Mesh, axis: int = 0) -> NamedSharding:
+    """Split along dimension `axis` (the batch) over the 'data' axis; the rest replicated."""
+    return NamedSharding(mesh, P(*([None] * axis), DATA_AXIS))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, P())
 
 
-def shard_batch(batch: Any, mesh: Mesh) -> Any:
-    """Every array of `batch` split along its first (batch) dimension over the 'data' axis.
+def shard_batch(batch: Any, mesh: Mesh, axis: int = 0) -> Any:
+    """Every array of `batch` split along dimension `axis` over the 'data' axis.
 
-    Single-process only: each array holds the global batch. (Multi-host input pipelines give
-    each process its slice; build global arrays with `jax.make_array_from_process_local_data`.)
+    Each process holds the whole global batch (ours is a pure function of seed and step) and
+    contributes the rows of its own devices, so this is also right with several processes.
     """
     size = mesh.shape[DATA_AXIS]
-    sharding = batch_sharding(mesh)
+    sharding = batch_sharding(mesh, axis)
 
     def put(x):
-        if np.ndim(x) == 0 or np.shape(x)[0] % size:
+        x = np.asarray(x)
+        if x.ndim <= axis or x.shape[axis] % size:
             raise ValueError(
-                f"batch dimension {np.shape(x)[0] if np.ndim(x) else '(scalar)'} is not divisible "
+                f"batch dimension {x.shape[axis] if x.ndim > axis else '(none)'} is not divisible "
                 f"by the {size} devices of the 'data' mesh axis; use a batch size that is a "
                 f"multiple of {size}")
-        return jax.device_put(x, sharding)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
 
     return jax.tree.map(put, batch)
 

@@ -23,7 +23,7 @@ from absl import logging
 from flax import nnx
 
 from transformer_jax import data as data_lib
-from transformer_jax import steps
+from transformer_jax import parallel, steps
 from transformer_jax import workdir as workdir_lib
 from transformer_jax.checkpointing import Checkpointer
 from transformer_jax.config import ConfigError, Head, ModelConfig, TrainConfig
@@ -120,6 +120,7 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
         raise ValueError("train_replicas needs one workdir per config")
     runs = [build_run(c) for c in configs]
     _check_differ_only_in_seed(configs)
+    mesh = parallel.data_mesh(runs[0].train.num_devices, runs[0].train.batch_size)  # None: 1 device
     paths = [workdir_lib.prepare(w, c.to_dict()) for c, w in zip(configs, workdirs)]
     statuses = [workdir_lib.read_status(p) for p in paths]
     todo = [i for i, s in enumerate(statuses) if not (s and s["state"] in (FINISHED, DIVERGED))]
@@ -163,6 +164,9 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
                  [r.run.seed for r in replicas])
 
     state = jax.tree.map(lambda *xs: jnp.stack(xs), *states)  # leading replica axis
+    if mesh is not None:  # data parallel: state on every device, each batch split over them
+        state = parallel.replicate(state, mesh)
+        logging.info("data parallel over %d devices (%s)", mesh.size, jax.default_backend())
     train_step = steps.make_train_step(graphdef, model_cfg, tx, schedule, replicas=True)
     eval_step = steps.make_eval_step(graphdef, model_cfg, replicas=True)
     probe = steps.make_probe(graphdef, replicas=True)
@@ -173,7 +177,9 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     with sigterm_requests_stop() as stop_requested:
         for step in range(start, total):
             batches = [r.run.dataset.train_batch(step, train_cfg.batch_size, fmt) for r in replicas]
-            batch = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
+            batch = {k: np.stack([b[k] for b in batches]) for k in batches[0]}  # [R, B, ...]
+            if mesh is not None:
+                batch = parallel.shard_batch(batch, mesh, axis=1)
             state, metrics = train_step(state, batch, dropout_rngs)
             metrics = jax.device_get(metrics)  # also waits for the step: a NaN is seen at once
             done = step + 1
@@ -193,7 +199,7 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
                     r.last_finite["train/steps_per_sec"] = progress.rate
                     r.writer.scalars(done, r.last_finite)
             if done % train_cfg.eval_every == 0 or done == total:
-                evaluate(replicas, live, fmt, eval_step, probe, state["params"], done)
+                evaluate(replicas, live, fmt, eval_step, probe, state["params"], done, mesh)
             if done % train_cfg.checkpoint_every == 0 or done == total or stop_requested[0]:
                 for j in live:
                     replicas[j].checkpoints.save(done, jax.tree.map(lambda x: x[j], state),
@@ -239,7 +245,7 @@ def _check_differ_only_in_seed(configs: Sequence[ml_collections.ConfigDict]) -> 
 
 
 def evaluate(replicas: list[Replica], live: list[int], fmt: str, eval_step, probe, params,
-             step: int) -> None:
+             step: int, mesh=None) -> None:
     """Eval metrics over the eval split, and attention statistics of its first batch, for every
     live replica (the eval split is the same for all: it does not depend on the seed)."""
     run = replicas[live[0]].run
@@ -249,7 +255,8 @@ def evaluate(replicas: list[Replica], live: list[int], fmt: str, eval_step, prob
         if run.train.eval_batches and i >= run.train.eval_batches:
             break
         first = batch if first is None else first
-        for k, v in jax.device_get(eval_step(params, batch)).items():
+        placed = batch if mesh is None else parallel.shard_batch(batch, mesh)
+        for k, v in jax.device_get(eval_step(params, placed)).items():
             sums[k] = sums.get(k, 0.0) + np.asarray(v, np.float64)
     found = jax.device_get(probe(params, first))
     length = int(np.asarray(first["padding_mask"][0]).sum())

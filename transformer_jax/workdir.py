@@ -17,7 +17,7 @@ from typing import Any, Mapping
 CONFIG_FILE, STATUS_FILE = "config.json", "status.json"
 # Fields that change bookkeeping but not a single number of the curves: a restart may change them.
 NOT_IDENTITY = ("train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
-                "data.data_dir")
+                "data.data_dir", "train.num_devices")  # (devices: the same curves to 1e-5)
 
 
 class WorkdirError(ValueError):
