@@ -216,3 +216,54 @@ def test_trainer_device_count_errors_name_the_value(trainer_result):
     assert "train.batch_size=7" in trainer_result["bad_batch_size"]
     assert "multiple of 2" in trainer_result["bad_batch_size"]
     assert not trainer_result["bad_num_devices_wrote"] and not trainer_result["bad_batch_size_wrote"]
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def two_hosts(tmp_path_factory, tj_data_dir) -> dict:
+    """`transformer_jax.main` as a 2-process (multi-host) run on one machine: one CPU device per
+    process, collectives over gloo, both processes on one workdir (a shared filesystem); and the
+    same config as one process, for reference."""
+    from helpers_train import SYNTHETIC, main_args, run_main, start_main
+
+    root = tmp_path_factory.mktemp("two_hosts")
+    overrides = {"train.num_steps": 12, "train.log_every": 1, "train.eval_every": 6,
+                 "train.checkpoint_every": 6}
+    single = run_main(main_args(f"{SYNTHETIC}:tiny", root / "single", tj_data_dir, overrides))
+    assert single.returncode == 0, single.stderr[-3000:]
+    port = _free_port()
+    procs = [start_main(main_args(f"{SYNTHETIC}:tiny", root / "multi", tj_data_dir, overrides,
+                                  f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2",
+                                  f"--process_id={i}"), root / f"process_{i}.log")
+             for i in range(2)]
+    try:
+        codes = [p.wait(timeout=TIMEOUT_S * 2) for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        pytest.fail("2-process run timed out\n" + (root / "process_0.log").read_text()[-3000:])
+    logs = [(root / f"process_{i}.log").read_text() for i in range(2)]
+    return {"root": root, "codes": codes, "logs": logs}
+
+
+def test_two_processes_train_like_one(two_hosts):
+    from transformer_jax import summaries, workdir as workdir_lib
+
+    root, logs = two_hosts["root"], two_hosts["logs"]
+    assert two_hosts["codes"] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    assert all("data parallel over 2 devices" in log for log in logs)
+    one, two = (summaries.read_scalars(str(root / name)) for name in ("single", "multi"))
+    for tag in ("train/loss", "eval/loss", "eval/accuracy"):
+        assert [s for s, _ in one[tag]] == [s for s, _ in two[tag]], tag
+        for (step, x), (_, y) in zip(one[tag], two[tag]):
+            assert abs(x - y) <= 1e-5 * max(abs(x), 1e-6), f"{tag} step {step}: {x} vs {y}"
+    # One run: one process wrote the events and the status; both wrote the checkpoints.
+    assert len(list((root / "multi").glob("events.out.tfevents.*"))) == 1
+    assert workdir_lib.read_status(root / "multi")["state"] == "finished"
+    assert sorted(p.name for p in (root / "multi" / "checkpoints").iterdir()) == ["12", "6"]

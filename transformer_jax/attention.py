@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from transformer_jax.config import AttentionImpl
+from transformer_jax.dense import Dense
 
 Array = jax.Array
 QKTransform = Callable[[Array, Array], tuple[Array, Array]]
@@ -100,7 +101,7 @@ class MultiHeadAttention(nnx.Module):
         self.head_dim = d_model // num_heads
         self.attn_scale = attn_scale
         self.implementation = implementation
-        linear = lambda: nnx.Linear(d_model, d_model, dtype=dtype, rngs=rngs)
+        linear = lambda: Dense(d_model, d_model, dtype=dtype, rngs=rngs)
         self.query, self.key, self.value, self.out = linear(), linear(), linear(), linear()
 
     def __call__(self, x: Array, *, mask: Optional[Array] = None, bias: Optional[Array] = None,

@@ -19,6 +19,7 @@ from flax import nnx
 
 from transformer_jax.attention import AttentionProbe, MultiHeadAttention, QKTransform
 from transformer_jax.config import ModelConfig, Norm
+from transformer_jax.dense import Dense
 
 Array = jax.Array
 LAYER_NORM_EPSILON = 1e-5  # PyTorch's default; the parity tests compare against it
@@ -45,8 +46,8 @@ class FeedForward(nnx.Module):
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         dtype = compute_dtype(cfg)
-        self.hidden = nnx.Linear(cfg.d_model, cfg.d_ff, dtype=dtype, rngs=rngs)
-        self.output = nnx.Linear(cfg.d_ff, cfg.d_model, dtype=dtype, rngs=rngs)
+        self.hidden = Dense(cfg.d_model, cfg.d_ff, dtype=dtype, rngs=rngs)
+        self.output = Dense(cfg.d_ff, cfg.d_model, dtype=dtype, rngs=rngs)
         self.rate = cfg.dropout
 
     def __call__(self, x: Array, key: Optional[Array] = None) -> Array:

@@ -19,6 +19,7 @@ from transformer_jax import positions as pos
 from transformer_jax.attention import AttentionProbe
 from transformer_jax.blocks import Block, compute_dtype, dropout, layer_norm
 from transformer_jax.config import Head, ModelConfig, Norm, Position
+from transformer_jax.dense import Dense
 
 Array = jax.Array
 UNROLL_MAX_LAYERS = 6  # deeper stacks are a loop: compile time flat in depth
@@ -74,7 +75,7 @@ class Transformer(nnx.Module):
         self.positions = pos.LearnedPositions(cfg.max_len, cfg.d_model, rngs=rngs) if learned else None
         self.layers = StackedBlocks(cfg, rngs=rngs)
         self.final_norm = layer_norm(cfg.d_model, cfg, rngs) if cfg.norm is Norm.PRE else None
-        self.head = nnx.Linear(cfg.d_model, cfg.num_outputs, dtype=dtype, rngs=rngs)
+        self.head = Dense(cfg.d_model, cfg.num_outputs, dtype=dtype, rngs=rngs)
 
     def __call__(self, tokens: Array, padding_mask: Optional[Array] = None, *,
                  dropout_key: Optional[Array] = None, probe: bool = False

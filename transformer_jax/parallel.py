@@ -27,6 +27,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from transformer_jax.config import ConfigError
+
 DATA_AXIS = "data"
 
 
@@ -46,8 +48,6 @@ def make_mesh(num_devices: Optional[int] = None) -> Mesh:
 def data_mesh(num_devices: int, batch_size: int) -> Optional[Mesh]:
     """The trainer's mesh: `train.num_devices` (0 = all devices) checked against the batch size;
     None for a single device (the plain, unsharded program)."""
-    from transformer_jax.config import ConfigError
-
     available = len(jax.devices())
     count = num_devices or available
     if count > available:
@@ -91,8 +91,17 @@ def shard_batch(batch: Any, mesh: Mesh, axis: int = 0) -> Any:
 
 
 def replicate(tree: Any, mesh: Mesh) -> Any:
-    """A full copy of every array of `tree` on every device of `mesh`."""
-    return jax.device_put(tree, replicated(mesh))
+    """A full copy of every array of `tree` on every device of `mesh`. Every process passes the
+    same values (the trainer's initial or restored state, seeds' keys); PRNG keys stay keys."""
+    sharding = replicated(mesh)
+
+    def put(x):
+        if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(put(jax.random.key_data(x)), impl=jax.random.key_impl(x))
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+    return jax.tree.map(put, tree)
 
 
 def maybe_initialize_distributed(coordinator: Optional[str] = None,
@@ -109,19 +118,24 @@ def maybe_initialize_distributed(coordinator: Optional[str] = None,
     `make_mesh()` spans them all.
     """
     given = [coordinator, num_processes, process_id]
+    # CPU processes need a collectives library for cross-process all-reduce (GPUs use NCCL,
+    # TPUs their interconnect); this setting changes nothing else.
+    enable_cpu_collectives = lambda: jax.config.update("jax_cpu_collectives_implementation", "gloo")
     if all(v is None for v in given):
         if not auto_detect:
             return False
+        enable_cpu_collectives()
         jax.distributed.initialize()
         return True
     if coordinator is None or num_processes is None or process_id is None:
-        raise ValueError("multi-host needs all of coordinator ('host:port'), num_processes and "
-                         f"process_id; got coordinator={coordinator!r}, "
-                         f"num_processes={num_processes!r}, process_id={process_id!r}")
+        raise ConfigError("multi-host needs all of coordinator ('host:port'), num_processes and "
+                          f"process_id; got coordinator={coordinator!r}, "
+                          f"num_processes={num_processes!r}, process_id={process_id!r}")
     if not 0 <= process_id < num_processes:
-        raise ValueError(f"process_id={process_id} must be in [0, num_processes={num_processes})")
+        raise ConfigError(f"process_id={process_id} must be in [0, num_processes={num_processes})")
     if num_processes == 1:
         return False
+    enable_cpu_collectives()
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
                                process_id=process_id)
     return True

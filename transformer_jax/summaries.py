@@ -151,6 +151,29 @@ class SummaryWriter:
         self.close()
 
 
+class NullWriter:
+    """SummaryWriter's interface, writing nothing: the processes other than 0 of a multi-host
+    run, so that each run has one set of event files."""
+
+    def scalars(self, step, values) -> None:
+        del step, values
+
+    def images(self, step, images) -> None:
+        del step, images
+
+    def text(self, step, tag, text) -> None:
+        del step, tag, text
+
+    def hparams(self, hparams, metrics) -> None:
+        del hparams, metrics
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def attention_map_image(weights: np.ndarray, *, min_size: int = 96, pad: int = 2) -> np.ndarray:
     """Renders attention weights [heads, q_len, kv_len] as one HWC uint8 RGB image.
 

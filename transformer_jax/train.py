@@ -28,7 +28,7 @@ from transformer_jax import workdir as workdir_lib
 from transformer_jax.checkpointing import Checkpointer
 from transformer_jax.config import ConfigError, Head, ModelConfig, TrainConfig
 from transformer_jax.model import Transformer
-from transformer_jax.summaries import SummaryWriter, attention_map_image
+from transformer_jax.summaries import NullWriter, SummaryWriter, attention_map_image
 
 FINISHED, DIVERGED, PREEMPTED = "finished", "diverged", "preempted"
 
@@ -105,6 +105,7 @@ class Replica:
     last_finite: dict = dataclasses.field(default_factory=dict)
     result: dict = dataclasses.field(default_factory=dict)
     active: bool = True
+    status: dict = dataclasses.field(default_factory=dict)  # as written to status.json
 
 
 def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Sequence[str], *,
@@ -155,10 +156,11 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     start = starts[0]
     for r in replicas:
         # Drop the events an interrupted process logged after its checkpoint: steps > start.
-        r.writer = SummaryWriter(str(r.path), purge_step=start + 1 if start else None)
+        r.writer = (SummaryWriter(str(r.path), purge_step=start + 1 if start else None)
+                    if jax.process_index() == 0 else NullWriter())  # one writer per run
         if start == 0:
             r.writer.hparams(_hparams(r.config, r.run), metrics=["eval/loss", "eval/accuracy"])
-        workdir_lib.write_status(r.path, "running", start)
+        _write_status(r.path, "running", start)
     logging.info("%s | %s | %d parameters | seeds %s", runs[todo[0]].dataset.describe(),
                  _describe(model_cfg), sum(p.size for p in jax.tree.leaves(states[0]["params"])),
                  [r.run.seed for r in replicas])
@@ -171,6 +173,8 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     eval_step = steps.make_eval_step(graphdef, model_cfg, replicas=True)
     probe = steps.make_probe(graphdef, replicas=True)
     dropout_rngs = jnp.stack([jax.random.key(r.run.seed + 1) for r in replicas])
+    if mesh is not None:
+        dropout_rngs = parallel.replicate(dropout_rngs, mesh)
     progress = Progress(start, train_cfg.num_steps, bar=progress_bar)
     total = train_cfg.num_steps
 
@@ -209,13 +213,13 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
                                 "to resume", done)
                 for j in live:
                     replicas[j].writer.close()
-                    workdir_lib.write_status(replicas[j].path, PREEMPTED, done)
+                    replicas[j].status = _write_status(replicas[j].path, PREEMPTED, done)
                 break
         else:
             for r in replicas:
                 if r.active:
                     r.writer.close()
-                    workdir_lib.write_status(r.path, FINISHED, total, eval=r.result,
+                    r.status = _write_status(r.path, FINISHED, total, eval=r.result,
                                              train=r.last_finite, seconds=progress.elapsed())
                     logging.info("finished %d steps in %s (seed %d): %s", total,
                                  _duration(progress.elapsed()), r.run.seed, _format(r.result))
@@ -223,8 +227,15 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
         r.checkpoints.close()
     progress.close()
     by_index = dict(zip(todo, replicas))
-    return [workdir_lib.read_status(by_index[i].path) if i in by_index else statuses[i]
+    return [by_index[i].status if i in by_index else statuses[i]
             for i in range(len(configs))]
+
+
+def _write_status(path: Path, state: str, step: int, **fields: Any) -> dict[str, Any]:
+    """status.json, written by process 0 only (a multi-host run is one run); returns it."""
+    if jax.process_index() == 0:
+        return workdir_lib.write_status(path, state, step, **fields)
+    return {"state": state, "step": step, **fields}
 
 
 def _stop_diverged(r: Replica, step: int, metrics: dict[str, Any]) -> None:
@@ -232,7 +243,7 @@ def _stop_diverged(r: Replica, step: int, metrics: dict[str, Any]) -> None:
     r.writer.close()
     logging.error("diverged at step %d (seed %d): loss=%s grad_norm=%s; last finite metrics: %s",
                   step, r.run.seed, metrics["loss"], metrics["grad_norm"], r.last_finite)
-    workdir_lib.write_status(r.path, DIVERGED, step, last_finite_metrics=r.last_finite,
+    r.status = _write_status(r.path, DIVERGED, step, last_finite_metrics=r.last_finite,
                              loss=float(metrics["loss"]))
 
 
