@@ -19,6 +19,8 @@ def get_config(arg=None):
     config.data.seq_len = 64
     config.data.num_eval = 200  # eval windows of the held-out 10 %
     config.train.batch_size = 12
+    # 10 steps per compiled call: 41 vs 53 ms per step for this model on a 2-core CPU
+    config.train.steps_per_call = 10
     if options.size == "tiny":
         common.tiny(config)
         config.data.seq_len = 32

@@ -186,3 +186,37 @@ def test_diverging_variant_does_not_stop_a_sweep(tmp_path, tj_data_dir):
     rows = {r["variant"]: r for r in csv.DictReader(open(tmp_path / "summary.csv"))}
     assert rows["diverges"]["state"] == "diverged" and rows["fine"]["state"] == "finished"
     assert np.isfinite(float(rows["fine"]["eval/loss"]))
+
+
+def test_steps_per_call_trains_like_one_step_per_call(tmp_path, tj_data_dir):
+    """train.steps_per_call=4: calls of 4 steps (and of 1 up to each log/eval/checkpoint step)
+    give the curves, evaluations and checkpoints of one step per call, to float rounding."""
+    from transformer_jax import summaries, train
+
+    runs = {}
+    for k in (1, 4):
+        config = tiny_config(overrides={"data.data_dir": tj_data_dir, "train.steps_per_call": k})
+        status = train.train_and_evaluate(config, str(tmp_path / f"k{k}"))
+        assert status["state"] == "finished" and status["step"] == STEPS
+        runs[k] = summaries.read_scalars(str(tmp_path / f"k{k}"))
+    for tag in ("train/loss", "eval/loss", "eval/accuracy"):
+        assert [s for s, _ in runs[1][tag]] == [s for s, _ in runs[4][tag]], tag
+        for (step, a), (_, b) in zip(runs[1][tag], runs[4][tag]):
+            assert abs(a - b) <= 1e-5 * max(abs(a), 1e-6), f"{tag} step {step}: {a} vs {b}"
+    assert checkpoint_steps(tmp_path / "k1") == checkpoint_steps(tmp_path / "k4")
+
+
+def test_divergence_inside_a_multi_step_call_is_found_at_its_step(tmp_path, tj_data_dir):
+    """A NaN in the middle of a 5-step call stops the run at that step, as one step per call does,
+    and no checkpoint is written at or after it."""
+    from transformer_jax import train
+
+    steps = {}
+    for k in (1, 5):
+        overrides = {**DIVERGE, "data.data_dir": tj_data_dir, "train.log_every": 5,
+                     "train.checkpoint_every": 5, "train.steps_per_call": k}
+        status = train.train_and_evaluate(tiny_config(overrides=overrides), str(tmp_path / f"k{k}"))
+        assert status["state"] == "diverged", status
+        steps[k] = status["step"]
+        assert all(s < status["step"] for s in checkpoint_steps(tmp_path / f"k{k}"))
+    assert steps[1] == steps[5] and steps[5] % 5, steps  # not on a call boundary: mid-call

@@ -163,10 +163,11 @@ class TrainConfig:
     keep_checkpoints: int = 3
     eval_batches: int = 8  # batches per evaluation; 0 = the whole eval split
     num_devices: int = 0  # data parallel over this many devices; 0 = all (1 device: plain jit)
+    steps_per_call: int = 1  # optimizer steps per compiled call (lax.scan); ends on every log/eval/ckpt
 
     def __post_init__(self):
         for name in ("num_steps", "batch_size", "log_every", "eval_every", "checkpoint_every",
-                     "keep_checkpoints"):
+                     "keep_checkpoints", "steps_per_call"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"train.{name}={value!r} must be a positive integer")

@@ -59,6 +59,7 @@ def base_config() -> ml_collections.ConfigDict:
     train.keep_checkpoints = 3
     train.eval_batches = 8  # eval batches per evaluation (0 = the whole eval split)
     train.num_devices = 0  # data parallel: batch split over this many devices (0 = all of them)
+    train.steps_per_call = 1  # steps per compiled call: > 1 saves per-call overhead (small models)
 
     config.data = data = ml_collections.ConfigDict()
     data.kind = "synthetic"  # synthetic | text

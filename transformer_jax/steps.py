@@ -124,6 +124,34 @@ def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
     return jax.jit(over_replicas(train_step) if replicas else train_step, donate_argnums=(0,))
 
 
+def make_multi_step(train_step: Callable) -> Callable:
+    """(state, batches [k, ...], rng) -> (state after k steps, metrics stacked [k, ...]).
+
+    k optimizer steps in one compiled call (`jax.lax.scan` over k stacked batches; one program
+    per distinct k). A small model on a CPU spends much of a step in per-call overhead (dispatch,
+    argument handling, thread wake-ups between many small kernels, the host loop); one call per
+    k steps pays it once. The scan body is the unchanged (jitted, inlined) train step.
+    """
+
+    def multi_step(state, batches, rng):
+        return jax.lax.scan(lambda s, batch: train_step(s, batch, rng), state, batches)
+
+    return jax.jit(multi_step, donate_argnums=(0,))
+
+
+def next_call_size(step: int, stop: int, k: int, boundaries) -> int:
+    """How many steps the call starting after `step` completed steps should run: k when k more
+    steps stay within `stop` and reach no boundary before their last step (a step count that a
+    boundary period divides: log, eval, checkpoint), else 1. So a call ends exactly on every
+    boundary, where the trainer needs the state, and only two programs exist: 1 and k steps."""
+    if k <= 1 or step + k > stop:
+        return 1
+    for every in boundaries:
+        if every > 0 and (step // every) != ((step + k - 1) // every):
+            return 1  # a boundary (a multiple of `every`) falls in steps step+1 .. step+k-1
+    return k
+
+
 def make_eval_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig, *, replicas: bool = False):
     """params, batch -> summed metrics (weighted sums, so batches of any fill add up exactly).
 

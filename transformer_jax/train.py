@@ -178,30 +178,46 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     progress = Progress(start, train_cfg.num_steps, bar=progress_bar)
     total = train_cfg.num_steps
 
+    run_steps = steps.make_multi_step(train_step) if train_cfg.steps_per_call > 1 else None
+    boundaries = (train_cfg.log_every, train_cfg.eval_every, train_cfg.checkpoint_every)
+
     with sigterm_requests_stop() as stop_requested:
-        for step in range(start, total):
-            batches = [r.run.dataset.train_batch(step, train_cfg.batch_size, fmt) for r in replicas]
-            batch = {k: np.stack([b[k] for b in batches]) for k in batches[0]}  # [R, B, ...]
+        done, live = start, list(range(len(replicas)))
+        while done < total:
+            # k steps in one compiled call (train.steps_per_call), ending on every log, eval and
+            # checkpoint step; the metrics of each come back together.
+            k = steps.next_call_size(done, total, train_cfg.steps_per_call, boundaries)
+            batch = _replica_batches(replicas, range(done, done + k), train_cfg.batch_size, fmt)
+            if k == 1:
+                batch = jax.tree.map(lambda x: x[0], batch)  # [R, B, ...]
             if mesh is not None:
-                batch = parallel.shard_batch(batch, mesh, axis=1)
-            state, metrics = train_step(state, batch, dropout_rngs)
-            metrics = jax.device_get(metrics)  # also waits for the step: a NaN is seen at once
-            done = step + 1
-            for j, r in enumerate(replicas):
-                if r.active and not metrics["finite"][j]:
-                    _stop_diverged(r, done, {k: v[j] for k, v in metrics.items()})
-            live = [j for j, r in enumerate(replicas) if r.active]
+                batch = parallel.shard_batch(batch, mesh, axis=1 if k == 1 else 2)
+            if k == 1:
+                state, metrics = train_step(state, batch, dropout_rngs)
+                each_step = [jax.device_get(metrics)]  # also waits: a NaN is seen at once
+            else:
+                state, metrics = run_steps(state, batch, dropout_rngs)
+                metrics = jax.device_get(metrics)  # [k, R, ...]
+                each_step = [jax.tree.map(lambda x, i=i: x[i], metrics) for i in range(k)]
+            for metrics in each_step:
+                done += 1
+                for j, r in enumerate(replicas):
+                    if r.active and not metrics["finite"][j]:
+                        _stop_diverged(r, done, {key: v[j] for key, v in metrics.items()})
+                live = [j for j, r in enumerate(replicas) if r.active]
+                if not live:
+                    break
+                progress.update(done, float(np.mean(metrics["loss"][live])))
+                if done % train_cfg.log_every == 0 or done == total:
+                    progress.log(done, [float(metrics["loss"][j]) for j in live],
+                                 float(np.mean(metrics["accuracy"][live])))
+                    for j in live:
+                        r = replicas[j]
+                        r.last_finite = _train_scalars({key: v[j] for key, v in metrics.items()})
+                        r.last_finite["train/steps_per_sec"] = progress.rate
+                        r.writer.scalars(done, r.last_finite)
             if not live:
                 break
-            progress.update(done, float(np.mean(metrics["loss"][live])))
-            if done % train_cfg.log_every == 0 or done == total:
-                progress.log(done, [float(metrics["loss"][j]) for j in live],
-                             float(np.mean(metrics["accuracy"][live])))
-                for j in live:
-                    r = replicas[j]
-                    r.last_finite = _train_scalars({k: v[j] for k, v in metrics.items()})
-                    r.last_finite["train/steps_per_sec"] = progress.rate
-                    r.writer.scalars(done, r.last_finite)
             if done % train_cfg.eval_every == 0 or done == total:
                 evaluate(replicas, live, fmt, eval_step, probe, state["params"], done, mesh)
             if done % train_cfg.checkpoint_every == 0 or done == total or stop_requested[0]:
@@ -236,6 +252,15 @@ def _write_status(path: Path, state: str, step: int, **fields: Any) -> dict[str,
     if jax.process_index() == 0:
         return workdir_lib.write_status(path, state, step, **fields)
     return {"state": state, "step": step, **fields}
+
+
+def _replica_batches(replicas: list[Replica], steps_: range, batch_size: int, fmt: str
+                     ) -> dict[str, np.ndarray]:
+    """The train batches of `steps_` for every replica (its own seed's draws): [k, R, B, ...]."""
+    per_step = [[r.run.dataset.train_batch(step, batch_size, fmt) for r in replicas]
+                for step in steps_]
+    return {key: np.stack([np.stack([b[key] for b in batches]) for batches in per_step])
+            for key in per_step[0][0]}
 
 
 def _stop_diverged(r: Replica, step: int, metrics: dict[str, Any]) -> None:

@@ -17,7 +17,8 @@ from typing import Any, Mapping
 CONFIG_FILE, STATUS_FILE = "config.json", "status.json"
 # Fields that change bookkeeping but not a single number of the curves: a restart may change them.
 NOT_IDENTITY = ("train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
-                "data.data_dir", "train.num_devices")  # (devices: the same curves to 1e-5)
+                "data.data_dir", "train.num_devices", "train.steps_per_call")
+# (devices and steps per call change how a step runs, not its result beyond float rounding)
 
 
 class WorkdirError(ValueError):

@@ -8,7 +8,8 @@
 - `make_seeds_step`: S independent runs (seeds) of one variant as one program, `jax.vmap` over
   (state, batch): small matmuls become S times wider.
 
-Both take the jitted step of `steps.make_train_step` as it is: calling a jitted function inside
+(`make_multi_step` and `next_call_size` now live in `transformer_jax.steps`: the trainer uses them
+for `train.steps_per_call`.) Both take the jitted step of `steps.make_train_step` as it is: calling a jitted function inside
 another traced function inlines it (its donation applies only at the outer call).
 """
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import jax
 import numpy as np
+
+from transformer_jax.steps import make_multi_step, next_call_size  # noqa: F401 (re-exported)
 
 Batch = dict[str, Any]
 TrainStep = Callable[[dict, Batch, jax.Array], tuple[dict, dict]]
@@ -27,19 +30,6 @@ def stack_batches(batches: Sequence[Batch]) -> Batch:
     return jax.tree.map(lambda *xs: np.stack(xs), *batches)
 
 
-def make_multi_step(train_step: TrainStep) -> TrainStep:
-    """(state, batches [k, ...], rng) -> (state after k steps, metrics stacked [k, ...]).
-
-    k is the leading size of `batches` (one compiled program per distinct k). The state is
-    donated as in the single step.
-    """
-
-    def multi_step(state, batches, rng):
-        return jax.lax.scan(lambda s, batch: train_step(s, batch, rng), state, batches)
-
-    return jax.jit(multi_step, donate_argnums=(0,))
-
-
 def make_seeds_step(train_step: TrainStep) -> TrainStep:
     """(states [S, ...], batches [S, ...], rngs [S]) -> S independent train steps, one program.
 
@@ -47,19 +37,6 @@ def make_seeds_step(train_step: TrainStep) -> TrainStep:
     tree); seed s trains on batches[s] with dropout key rngs[s], as a lone run would.
     """
     return jax.jit(jax.vmap(train_step), donate_argnums=(0,))
-
-
-def next_call_size(step: int, stop: int, k: int, boundaries: Iterable[int]) -> int:
-    """How many steps the call starting after `step` completed steps should run: k when k more
-    steps stay within `stop` and reach no boundary before their last step (a step count that a
-    boundary period divides: log, eval, checkpoint), else 1. So a call ends exactly on every
-    boundary, where the trainer needs the state, and only two programs exist: 1 and k steps."""
-    if k <= 1 or step + k > stop:
-        return 1
-    for every in boundaries:
-        if every > 0 and (step // every) != ((step + k - 1) // every):
-            return 1  # a boundary (a multiple of `every`) falls in steps step+1 .. step+k-1
-    return k
 
 
 class MultiStepper:
