@@ -4,7 +4,8 @@
 - `torch_reference`: the PyTorch GPT the charlm race runs against (same weights, same batches).
 - `measure`: matmul peak, the charlm race, midsize MFU, compile scaling, seeds under vmap.
 - `profiling`: where the charlm step's time goes; one worker process per variant (XLA flags).
-- `cpu_malloc`: keep glibc from unmapping XLA's scratch buffers between calls (the big win).
+- `cpu_malloc`: keep glibc from unmapping XLA's scratch buffers between calls (an option:
+  measured slower for the char LM's current step, 69 vs 61 ms).
 - `multistep`: k train steps per compiled call, and S seeds in one program, for the trainer.
 - `candidates`: model/step changes applied as patches, so they are measured before adopted.
 """
