@@ -122,7 +122,7 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     runs = [build_run(c) for c in configs]
     _check_differ_only_in_seed(configs)
     mesh = parallel.data_mesh(runs[0].train.num_devices, runs[0].train.batch_size)  # None: 1 device
-    paths = [workdir_lib.prepare(w, c.to_dict()) for c, w in zip(configs, workdirs)]
+    paths = _prepare_workdirs(configs, workdirs)
     statuses = [workdir_lib.read_status(p) for p in paths]
     todo = [i for i, s in enumerate(statuses) if not (s and s["state"] in (FINISHED, DIVERGED))]
     for i in sorted(set(range(len(configs))) - set(todo)):
@@ -245,6 +245,20 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     by_index = dict(zip(todo, replicas))
     return [by_index[i].status if i in by_index else statuses[i]
             for i in range(len(configs))]
+
+
+def _prepare_workdirs(configs, workdirs) -> list[Path]:
+    """workdir.prepare for each run. With several processes (one run), process 0 creates them
+    first, the others then check theirs against its config.json (on a shared filesystem they
+    would otherwise see each other's half-written files)."""
+    prepare = lambda: [workdir_lib.prepare(w, c.to_dict()) for c, w in zip(configs, workdirs)]
+    if jax.process_count() == 1:
+        return prepare()
+    from jax.experimental import multihost_utils
+
+    paths = prepare() if jax.process_index() == 0 else None
+    multihost_utils.sync_global_devices("transformer_jax: workdirs prepared")
+    return paths or prepare()
 
 
 def _write_status(path: Path, state: str, step: int, **fields: Any) -> dict[str, Any]:
