@@ -45,7 +45,7 @@ def test_missing_text_is_a_one_line_error(tmp_path):
 
 
 def test_next_call_size_ends_calls_on_every_boundary():
-    from transformer_jax.benchmark.multistep import next_call_size
+    from transformer_jax.steps import next_call_size
 
     def calls(start, stop, k, boundaries):
         sizes, step = [], start
@@ -72,7 +72,6 @@ def test_multi_step_trains_exactly_like_single_steps():
 
     from conftest import tiny_config
     from transformer_jax import steps, train
-    from transformer_jax.benchmark.multistep import MultiStepper
     from transformer_jax.config import TrainConfig
 
     model = tiny_config(num_outputs=13)
@@ -92,10 +91,10 @@ def test_multi_step_trains_exactly_like_single_steps():
     for b in batches:
         single, m = step_fn(single, b, key)
         losses.append(float(m["loss"]))
-    stepper = MultiStepper(step_fn, 3)
-    multi, first = stepper(fresh(), batches[:3], key)
-    multi, last = stepper(multi, batches[3:], key)
-    got = [float(m["loss"]) for m in first + last]
+    # A call of 3 steps, then a call of 1 (as the trainer ends a call on a boundary).
+    multi, first = steps.make_multi_step(step_fn)(fresh(), steps.stack_batches(batches[:3]), key)
+    multi, last = step_fn(multi, batches[3], key)
+    got = [float(x) for x in first["loss"]] + [float(last["loss"])]
     np.testing.assert_allclose(got, losses, rtol=1e-6)
     assert int(multi["step"]) == 4
     flat_multi = dict(jax.tree_util.tree_leaves_with_path(multi["params"]))

@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 from absl import flags, logging
 
@@ -185,7 +185,7 @@ def _log_prefix(label: str) -> Iterator[None]:
         logger.removeFilter(prefix)
 
 
-def cost(study, variant: str, seeds: Iterable[int]) -> float:
+def cost(study, variant: str, seeds: tuple[int, ...]) -> float:
     """Relative run time of a variant: steps × layers × seeds (+ a compile-sized constant)."""
-    config = study.config(variant, next(iter(seeds)))
-    return (config.train.num_steps * max(config.model.num_layers, 1) + 1000) * len(list(seeds))
+    config = study.config(variant, seeds[0])
+    return (config.train.num_steps * max(config.model.num_layers, 1) + 1000) * len(seeds)

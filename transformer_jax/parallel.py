@@ -85,9 +85,15 @@ def shard_batch(batch: Any, mesh: Mesh, axis: int = 0) -> Any:
                 f"batch dimension {x.shape[axis] if x.ndim > axis else '(none)'} is not divisible "
                 f"by the {size} devices of the 'data' mesh axis; use a batch size that is a "
                 f"multiple of {size}")
-        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+        return _global_array(x, sharding)
 
     return jax.tree.map(put, batch)
+
+
+def _global_array(x: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """One array over the mesh from the same host value on every process: each process fills
+    its own devices' shards (so this works across hosts, unlike a plain device_put)."""
+    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
 
 
 def replicate(tree: Any, mesh: Mesh) -> Any:
@@ -98,8 +104,7 @@ def replicate(tree: Any, mesh: Mesh) -> Any:
     def put(x):
         if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key):
             return jax.random.wrap_key_data(put(jax.random.key_data(x)), impl=jax.random.key_impl(x))
-        x = np.asarray(x)
-        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+        return _global_array(np.asarray(x), sharding)
 
     return jax.tree.map(put, tree)
 

@@ -6,12 +6,12 @@ step outside the compiled program.
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
@@ -122,6 +122,11 @@ def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
         return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, metrics
 
     return jax.jit(over_replicas(train_step) if replicas else train_step, donate_argnums=(0,))
+
+
+def stack_batches(batches) -> Batch:
+    """Batches (dicts of arrays) -> one with a new leading axis on every array (host numpy)."""
+    return jax.tree.map(lambda *xs: np.stack(xs), *batches)
 
 
 def make_multi_step(train_step: Callable) -> Callable:

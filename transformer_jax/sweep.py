@@ -19,7 +19,7 @@ from typing import Optional
 from absl import app, flags, logging
 
 from transformer_jax import cli, jobs as jobs_lib, report, study as study_lib, workdir as workdir_lib
-from transformer_jax.train import DIVERGED, FINISHED, PREEMPTED, check_config
+from transformer_jax.train import PREEMPTED, check_config, has_ended
 
 _EXPERIMENT = flags.DEFINE_string("experiment", None,
                                   "Experiment file (experiments/scaling.py) or a directory of them.")
@@ -42,13 +42,10 @@ def parse_shard(text: str) -> tuple[int, int]:
     return index, count
 
 
-def run_study(study: study_lib.Study, workdir: str, shard: tuple[int, int] = (0, 1),
-              jobs: int = 1, experiment: Optional[str] = None) -> bool:
-    """Runs this shard's share of the study; writes the report once every run has ended.
-
-    Returns whether the report was written. jobs > 1 needs `experiment` (the study's file).
-    """
-    return run_studies([(study, workdir, experiment)], shard, jobs)[study.name]
+def run_study(study: study_lib.Study, workdir: str, shard: tuple[int, int] = (0, 1)) -> bool:
+    """Runs this shard's share of the study in this process; writes the report once every run
+    has ended. Returns whether the report was written."""
+    return run_studies([(study, workdir, None)], shard)[study.name]
 
 
 def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard: tuple[int, int],
@@ -72,11 +69,10 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
             seeds = tuple(seed for v, seed in mine if v == variant)
             if not seeds:
                 continue
-            states = [(workdir_lib.read_status(root / variant / f"seed_{s}") or {}).get("state")
-                      for s in seeds]
-            if all(state in (FINISHED, DIVERGED) for state in states):
+            statuses = [workdir_lib.read_status(root / variant / f"seed_{s}") for s in seeds]
+            if all(map(has_ended, statuses)):
                 logging.info("[%s] %s, seeds %s: already %s; nothing to do", study.name, variant,
-                             list(seeds), "/".join(sorted(set(states))))
+                             list(seeds), "/".join(sorted({s["state"] for s in statuses})))
                 continue
             tasks.append(task(variant, seeds, jobs_lib.cost(study, variant, seeds)))
         if study.probes and index == 0 and jobs > 1:  # else the report runs them
@@ -87,11 +83,11 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
 
     def report_when_ended(name: str) -> None:
         study, root = by_name[name], roots[name]
-        ended = [workdir_lib.read_status(root / v / f"seed_{s}") for v, s in study.runs()]
-        missing = sum(1 for s in ended if not s or s["state"] not in (FINISHED, DIVERGED))
+        statuses = [workdir_lib.read_status(root / v / f"seed_{s}") for v, s in study.runs()]
+        missing = sum(not has_ended(s) for s in statuses)
         if missing:
             logging.info("[%s] %d of %d runs not ended yet; the report follows when they are",
-                         name, missing, len(ended))
+                         name, missing, len(statuses))
             return
         report.write_report(study, root)
         reported[name] = True

@@ -44,18 +44,24 @@ class Run:
     bits_name: str  # 'bits_per_char' for text, 'bits_per_token' otherwise
 
 
-def check_config(config: ml_collections.ConfigDict) -> TrainConfig:
-    """The checks that need no dataset (milliseconds): train, model and data fields."""
+def check_config(config: ml_collections.ConfigDict) -> tuple[TrainConfig, ModelConfig]:
+    """The checks that need no dataset (milliseconds): train, model and data fields. Returns the
+    train config and the model config with placeholder vocabulary sizes (its arch is final)."""
     train = TrainConfig.from_config(config.train)
-    ModelConfig.from_config(config.model, vocab_size=1, num_outputs=1)
+    model = ModelConfig.from_config(config.model, vocab_size=1, num_outputs=1)
     data_lib.DataConfig.from_config(config.data)
-    return train
+    return train, model
+
+
+def has_ended(status: Optional[dict]) -> bool:
+    """A run is over when it finished or diverged (a preempted or running one is not)."""
+    return bool(status) and status["state"] in (FINISHED, DIVERGED)
 
 
 def build_run(config: ml_collections.ConfigDict) -> Run:
     """ConfigDict -> validated Run. Raises ConfigError / DataError with one-line messages."""
-    train = check_config(config)  # before the dataset is built (which may take seconds)
-    arch = ModelConfig.from_config(config.model, vocab_size=1, num_outputs=1).arch
+    train, placeholder = check_config(config)  # before the dataset is built (may take seconds)
+    arch = placeholder.arch
     dataset = data_lib.make_dataset(config.data, seed=config.seed, fmt=arch.value)
     head = Head(dataset.head)
     model = ModelConfig.from_config(
@@ -124,7 +130,7 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     mesh = parallel.data_mesh(runs[0].train.num_devices, runs[0].train.batch_size)  # None: 1 device
     paths = _prepare_workdirs(configs, workdirs)
     statuses = [workdir_lib.read_status(p) for p in paths]
-    todo = [i for i, s in enumerate(statuses) if not (s and s["state"] in (FINISHED, DIVERGED))]
+    todo = [i for i, s in enumerate(statuses) if not has_ended(s)]
     for i in sorted(set(range(len(configs))) - set(todo)):
         logging.info("run in %s already %s at step %d; nothing to do", workdirs[i],
                      statuses[i]["state"], statuses[i]["step"])
@@ -188,17 +194,15 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
             # checkpoint step; the metrics of each come back together.
             k = steps.next_call_size(done, total, train_cfg.steps_per_call, boundaries)
             batch = _replica_batches(replicas, range(done, done + k), train_cfg.batch_size, fmt)
+            call, batch_axis = (run_steps, 2) if k > 1 else (train_step, 1)
             if k == 1:
-                batch = jax.tree.map(lambda x: x[0], batch)  # [R, B, ...]
+                batch = jax.tree.map(lambda x: x[0], batch)  # [R, B, ...]: no step axis
             if mesh is not None:
-                batch = parallel.shard_batch(batch, mesh, axis=1 if k == 1 else 2)
-            if k == 1:
-                state, metrics = train_step(state, batch, dropout_rngs)
-                each_step = [jax.device_get(metrics)]  # also waits: a NaN is seen at once
-            else:
-                state, metrics = run_steps(state, batch, dropout_rngs)
-                metrics = jax.device_get(metrics)  # [k, R, ...]
-                each_step = [jax.tree.map(lambda x, i=i: x[i], metrics) for i in range(k)]
+                batch = parallel.shard_batch(batch, mesh, axis=batch_axis)
+            state, metrics = call(state, batch, dropout_rngs)
+            metrics = jax.device_get(metrics)  # also waits for the call: a NaN is seen at once
+            each_step = ([metrics] if k == 1 else  # else every leaf is [k, R, ...]
+                         [jax.tree.map(lambda x, i=i: x[i], metrics) for i in range(k)])
             for metrics in each_step:
                 done += 1
                 for j, r in enumerate(replicas):
@@ -271,10 +275,9 @@ def _write_status(path: Path, state: str, step: int, **fields: Any) -> dict[str,
 def _replica_batches(replicas: list[Replica], steps_: range, batch_size: int, fmt: str
                      ) -> dict[str, np.ndarray]:
     """The train batches of `steps_` for every replica (its own seed's draws): [k, R, B, ...]."""
-    per_step = [[r.run.dataset.train_batch(step, batch_size, fmt) for r in replicas]
-                for step in steps_]
-    return {key: np.stack([np.stack([b[key] for b in batches]) for batches in per_step])
-            for key in per_step[0][0]}
+    return steps.stack_batches([
+        steps.stack_batches([r.run.dataset.train_batch(step, batch_size, fmt) for r in replicas])
+        for step in steps_])
 
 
 def _stop_diverged(r: Replica, step: int, metrics: dict[str, Any]) -> None:

@@ -6,6 +6,6 @@
 - `profiling`: where the charlm step's time goes; one worker process per variant (XLA flags).
 - `cpu_malloc`: keep glibc from unmapping XLA's scratch buffers between calls (an option:
   measured slower for the char LM's current step, 69 vs 61 ms).
-- `multistep`: k train steps per compiled call, and S seeds in one program, for the trainer.
+- `multistep`: S seeds in one vmapped program (k steps per call are in `steps`).
 - `candidates`: model/step changes applied as patches, so they are measured before adopted.
 """

@@ -15,12 +15,13 @@ import os
 import resource
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from transformer_jax import steps
 from transformer_jax.benchmark import multistep, setups
 
 Log = Callable[[str], None]
@@ -131,7 +132,7 @@ class OursRunner:
     def __init__(self, ours: setups.Ours, ds, batch_size: int, rng, steps_per_call: int = 1):
         self.ours, self.ds, self.batch_size, self.rng = ours, ds, batch_size, rng
         self.k = steps_per_call
-        self.multi = multistep.make_multi_step(ours.train_step) if steps_per_call > 1 else None
+        self.multi = steps.make_multi_step(ours.train_step) if steps_per_call > 1 else None
         self.losses: list[float] = []
 
     def first_call(self, step: int) -> float:
@@ -154,7 +155,7 @@ class OursRunner:
         if n % self.k:
             raise ValueError(f"chunk {n} is not a multiple of steps_per_call={self.k}")
         for s in range(start, start + n, self.k):
-            batches = multistep.stack_batches(
+            batches = steps.stack_batches(
                 [self.ds.train_batch(i, self.batch_size, "decoder") for i in range(s, s + self.k)])
             ours.state, metrics = self.multi(ours.state, batches, self.rng)
             metrics = jax.device_get(metrics)

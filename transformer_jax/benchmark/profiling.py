@@ -85,7 +85,8 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
     """Builds one variant of the charlm step; returns run(n) that trains n more steps."""
     import jax
 
-    from transformer_jax.benchmark import multistep, setups
+    from transformer_jax import steps
+    from transformer_jax.benchmark import setups
 
     run = setups.CharLM()
     ds = setups.text_dataset(text_path, run.seq_len, run.eval_windows, data_dir=data_dir)
@@ -120,11 +121,11 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
         step = jax.jit(step.__wrapped__)
     if kind.startswith("scan_"):
         k = int(kind.split("_")[1])
-        multi = multistep.make_multi_step(ours.train_step)
+        multi = steps.make_multi_step(ours.train_step)
 
         def run_scan(n):
             for _ in range(n // k):
-                stacked = multistep.stack_batches([batch() for _ in range(k)])
+                stacked = steps.stack_batches([batch() for _ in range(k)])
                 ours.state, metrics = multi(ours.state, stacked, rng)
                 jax.device_get(metrics)
         return run_scan
