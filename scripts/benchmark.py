@@ -51,6 +51,7 @@ def main(argv=None) -> int:
                         help="comma-separated transformer_jax.benchmark.candidates patches to "
                              "apply first (preview a model/step change), e.g. fused_qkv,lean_metrics")
     args = parser.parse_args(argv)
+    from transformer_jax import hugepages
     if not os.path.isfile(args.text_path):
         print(f"error: --text_path {args.text_path!r} does not exist", file=sys.stderr)
         return 2
@@ -103,7 +104,9 @@ def main(argv=None) -> int:
         k = 1
     t_start = time.perf_counter()
     load0 = os.getloadavg()
-    results: dict = {"malloc_kept": malloc_kept, "patches": ",".join(patches),
+    results: dict = {"malloc_kept": malloc_kept,
+                     "hugepages": hugepages.active(),
+                     "patches": ",".join(patches),
                      "jax": jax.__version__}
 
     _section("matmul peak (f32, %d³, best of 5; measured again before midsize)" % peak_n)
@@ -246,4 +249,6 @@ def _rows(rows) -> None:
 
 
 if __name__ == "__main__":
+    from transformer_jax import hugepages
+    hugepages.reexec_if_useful()  # as the trainer runs (both contenders share the process)
     sys.exit(main())

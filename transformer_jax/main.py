@@ -10,6 +10,10 @@ Exit codes: 0 finished (or preempted by SIGTERM after saving a checkpoint: rerun
 """
 import sys
 
+if __name__ == "__main__":  # first: glibc reads its tunables only when a process starts
+    from transformer_jax import hugepages
+    hugepages.reexec_if_useful()
+
 from absl import app, flags, logging
 from ml_collections import config_flags
 

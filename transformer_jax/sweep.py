@@ -16,6 +16,10 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+if __name__ == "__main__":  # first: glibc reads its tunables only when a process starts
+    from transformer_jax import hugepages
+    hugepages.reexec_if_useful()
+
 from absl import app, flags, logging
 
 from transformer_jax import cli, jobs as jobs_lib, report, study as study_lib, workdir as workdir_lib

@@ -20,6 +20,9 @@ back to mmap). The cost: memory the process freed is not returned to the OS (RSS
 peak), which is what a training process wants anyway. Equivalent environment:
 MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=<huge> MALLOC_ARENA_MAX=1.
 
+What the entry points use instead: huge pages (`transformer_jax/hugepages.py`), which cut the
+faults ~17× and the TLB misses too, with no arena change.
+
 No-op (returns False) outside glibc (macOS, musl) or when a different malloc is preloaded.
 """
 from __future__ import annotations

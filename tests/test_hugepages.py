@@ -1,0 +1,65 @@
+"""Huge pages for XLA's buffers: when the entry points re-execute themselves, and that they do."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from transformer_jax import hugepages
+
+REPO = Path(__file__).resolve().parents[1]
+GLIBC = (2, 36)
+
+
+def test_adds_the_tunable_where_it_helps():
+    env = hugepages.environ_with_hugepages({"PATH": "/bin"}, mode="madvise", glibc=GLIBC)
+    assert env == {"PATH": "/bin", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+    assert hugepages.active(env)
+    kept = hugepages.environ_with_hugepages({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"},
+                                            mode="madvise", glibc=GLIBC)
+    assert kept["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
+
+
+def test_leaves_the_environment_alone_where_it_cannot_help_or_was_told_not_to():
+    cases = [
+        ({}, "never", GLIBC),  # THP off in the kernel
+        ({}, "always", GLIBC),  # every large mapping gets huge pages already
+        ({}, None, GLIBC),  # no THP information (not Linux, container without /sys)
+        ({}, "madvise", None),  # not glibc (musl, macOS)
+        ({}, "madvise", (2, 31)),  # glibc without the tunable
+        ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, "madvise", GLIBC),  # the user's choice
+        ({"TJ_HUGEPAGES": "0"}, "madvise", GLIBC),  # the opt-out
+    ]
+    for environ, mode, glibc in cases:
+        assert hugepages.environ_with_hugepages(environ, mode=mode, glibc=glibc) is None, (environ, mode)
+    assert not hugepages.active({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"})
+    assert not hugepages.active({})
+
+
+def test_thp_mode_reads_the_bracketed_choice(tmp_path):
+    path = tmp_path / "enabled"
+    path.write_text("always [madvise] never\n")
+    assert hugepages.thp_mode(str(path)) == "madvise"
+    assert hugepages.thp_mode(str(tmp_path / "missing")) is None
+
+
+def test_entry_point_restarts_once_with_the_tunable():
+    """The same command runs again, with the tunable, and only once (no restart loop)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "TJ_HUGEPAGES")}
+    code = ("import os, sys; from transformer_jax import hugepages; hugepages.reexec_if_useful(); "
+            "print('ran', os.environ.get('GLIBC_TUNABLES'), sys.argv[1:])")
+    proc = subprocess.run([sys.executable, "-c", code, "arg1"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    expected = hugepages.environ_with_hugepages(env, mode=hugepages.thp_mode(),
+                                                glibc=hugepages.glibc_version())
+    if expected is None:  # this machine cannot use it: the command runs once, unchanged
+        assert proc.stdout.splitlines() == ["ran None ['arg1']"]
+        assert "restarting" not in proc.stderr
+    else:
+        assert proc.stdout.splitlines() == ["ran glibc.malloc.hugetlb=1 ['arg1']"]
+        assert proc.stderr.count("restarting with GLIBC_TUNABLES") == 1
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={**env, "TJ_HUGEPAGES": "0"}, timeout=120)
+    assert proc.stdout.splitlines() == ["ran None []"] and "restarting" not in proc.stderr
