@@ -5,6 +5,7 @@
     python scripts/benchmark.py --quick    # 200 charlm steps, 2 midsize steps
     python scripts/benchmark.py --smoke    # seconds-sized shapes (the test suite's)
     python scripts/benchmark.py --profile  # the charlm step's variants, one worker process each
+    python scripts/benchmark.py --ops midsize  # one step traced: where its time goes, per kernel
 
 Prints a table per configuration; the LAST line is one JSON object (charlm_wall_ratio_vs_torch,
 charlm_val_loss, midsize_mfu, compile_ratio_24_vs_2, ...). Timings on a shared machine are
@@ -31,6 +32,9 @@ def main(argv=None) -> int:
     size.add_argument("--smoke", action="store_true", help="tiny shapes, for tests (seconds)")
     parser.add_argument("--profile", action="store_true",
                         help="profile the charlm step's variants instead (worker processes)")
+    parser.add_argument("--ops", choices=("charlm", "midsize"),
+                        help="instead: trace that configuration's train step and show where its "
+                             "time goes, kernel by kernel (op_profile)")
     parser.add_argument("--profile_variants", default="",
                         help="comma-separated variant names (default: all)")
     parser.add_argument("--profile_rounds", type=int, default=6)
@@ -99,6 +103,8 @@ def main(argv=None) -> int:
                               batch_size=4, steps=2)
         seeds_steps, peak_n, chunk, compile_repeats = 9, 256, 10, 1
         args.seeds, args.steps_per_call, args.torch_1_thread = min(args.seeds, 2), 1, 0
+    if args.ops:
+        return _ops(args.ops, run, mid, args.text_path, args.data_dir, steps=2 if args.smoke else 5)
     k = max(1, args.steps_per_call)
     if (run.num_steps - k) % k:
         k = 1
@@ -218,6 +224,40 @@ def main(argv=None) -> int:
     results = {k_: (round(v, 5) if isinstance(v, float) and math.isfinite(v) else v)
                for k_, v in results.items()}
     print(json.dumps(results))
+    return 0
+
+
+def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int) -> int:
+    """Traces one step of `name` (one step per call) and prints its kernel table + a JSON line."""
+    import jax
+
+    from transformer_jax.benchmark import op_profile, setups
+    from transformer_jax.config import TrainConfig
+
+    if name == "charlm":
+        ds = setups.text_dataset(text_path, run.seq_len, 16, data_dir=data_dir)
+        model, tcfg = setups.charlm_configs(run, ds.vocab_size)
+        title = f"{run.num_layers}x(d={run.d_model}, h={run.num_heads}), T={run.seq_len}, B={run.batch_size}"
+    else:
+        ds = setups.text_dataset(text_path, mid.seq_len, 16, data_dir=data_dir)
+        model = setups.model_config(ds.vocab_size, d_model=mid.d_model, num_heads=mid.num_heads,
+                                    num_layers=mid.num_layers, d_ff=mid.d_ff, seq_len=mid.seq_len)
+        tcfg = TrainConfig(num_steps=1000, batch_size=mid.batch_size, warmup_steps=10)
+        title = f"{mid.num_layers}x(d={mid.d_model}, h={mid.num_heads}), T={mid.seq_len}, B={mid.batch_size}"
+    ours = setups.Ours.build(model, tcfg)
+    batch, rng = ds.train_batch(0, tcfg.batch_size, "decoder"), jax.random.key(1)
+    compiled = ours.train_step.lower(ours.state, batch, rng).compile()
+
+    def step():
+        ours.state, metrics = compiled(ours.state, batch, rng)
+        jax.block_until_ready((ours.state, metrics))
+
+    result = op_profile.profile(step, compiled.as_text(), steps=steps)
+    _section(f"where the {name} train step's time goes: {title}, one step per call, "
+             f"{steps} traced steps")
+    print(op_profile.format_table(result))
+    print(json.dumps({"ops": name, **{k: v for k, v in result.items() if k != "rows"},
+                      "top": result["rows"][:10]}))
     return 0
 
 
