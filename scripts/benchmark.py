@@ -35,6 +35,8 @@ def main(argv=None) -> int:
     parser.add_argument("--ops", choices=("charlm", "midsize"),
                         help="instead: trace that configuration's train step and show where its "
                              "time goes, kernel by kernel (op_profile)")
+    parser.add_argument("--trace_dir", default="",
+                        help="with --ops: keep the trace there (ui.perfetto.dev, TensorBoard)")
     parser.add_argument("--profile_variants", default="",
                         help="comma-separated variant names (default: all)")
     parser.add_argument("--profile_rounds", type=int, default=6)
@@ -104,7 +106,8 @@ def main(argv=None) -> int:
         seeds_steps, peak_n, chunk, compile_repeats = 9, 256, 10, 1
         args.seeds, args.steps_per_call, args.torch_1_thread = min(args.seeds, 2), 1, 0
     if args.ops:
-        return _ops(args.ops, run, mid, args.text_path, args.data_dir, steps=2 if args.smoke else 5)
+        return _ops(args.ops, run, mid, args.text_path, args.data_dir,
+                    steps=2 if args.smoke else 5, trace_dir=args.trace_dir)
     k = max(1, args.steps_per_call)
     if (run.num_steps - k) % k:
         k = 1
@@ -227,7 +230,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int) -> int:
+def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int, trace_dir: str) -> int:
     """Traces one step of `name` (one step per call) and prints its kernel table + a JSON line."""
     import jax
 
@@ -252,10 +255,12 @@ def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int) -> int:
         ours.state, metrics = compiled(ours.state, batch, rng)
         jax.block_until_ready((ours.state, metrics))
 
-    result = op_profile.profile(step, compiled.as_text(), steps=steps)
+    result = op_profile.profile(step, compiled.as_text(), steps=steps, trace_dir=trace_dir)
     _section(f"where the {name} train step's time goes: {title}, one step per call, "
              f"{steps} traced steps")
     print(op_profile.format_table(result))
+    if trace_dir:
+        print(f"trace kept in {trace_dir} (ui.perfetto.dev, or tensorboard --logdir {trace_dir})")
     print(json.dumps({"ops": name, **{k: v for k, v in result.items() if k != "rows"},
                       "top": result["rows"][:10]}))
     return 0

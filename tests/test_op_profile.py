@@ -50,10 +50,11 @@ def test_summarize_groups_kernels_per_step_and_skips_runtime_events():
     assert "matmul*" in op_profile.format_table(result)
 
 
-def test_ops_smoke_prints_a_kernel_table(shakespeare_file, tj_data_dir):
+def test_ops_smoke_prints_a_kernel_table(shakespeare_file, tj_data_dir, tmp_path):
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "benchmark.py"), "--smoke", "--ops", "charlm",
-         "--text_path", shakespeare_file, "--data_dir", tj_data_dir],
+         "--text_path", shakespeare_file, "--data_dir", tj_data_dir,
+         "--trace_dir", str(tmp_path / "trace")],
         cwd=REPO, capture_output=True, text=True, timeout=170, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
@@ -62,3 +63,4 @@ def test_ops_smoke_prints_a_kernel_table(shakespeare_file, tj_data_dir):
     assert result["ops"] == "charlm" and result["kernels"] > 10
     assert 0 < result["matmul_ms"] < result["kernel_ms"]
     assert any(row["kind"] == "matmul" and row["gflops"] > 0 for row in result["top"])
+    assert list((tmp_path / "trace").rglob("*perfetto_trace.json.gz"))  # kept, as asked

@@ -16,6 +16,7 @@ time is a lower bound and they are left out of the matmul total.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import glob
 import gzip
@@ -134,20 +135,24 @@ def summarize(instructions: dict[str, Instruction], times: dict[str, tuple[float
             "kernels": sum(r["kernels"] for r in rows)}
 
 
-def profile(step: Callable[[], Any], compiled_text: str, steps: int = 5,
-            warmup: int = 2) -> dict[str, Any]:
-    """Traces `steps` calls of `step` (each must block until done) after `warmup` calls."""
+def profile(step: Callable[[], Any], compiled_text: str, steps: int = 5, warmup: int = 2,
+            trace_dir: str = "") -> dict[str, Any]:
+    """Traces `steps` calls of `step` (each must block until done) after `warmup` calls.
+
+    trace_dir: where the trace goes and stays (open it in ui.perfetto.dev or TensorBoard's
+    profile tab); '' uses a temporary directory, removed afterwards.
+    """
     for _ in range(warmup):
         step()
     t0 = time.perf_counter()
     for _ in range(steps):  # untraced: the profiler slows the steps it records
         step()
     wall_ms = 1e3 * (time.perf_counter() - t0) / steps
-    with tempfile.TemporaryDirectory() as trace_dir:
-        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+    with (contextlib.nullcontext(trace_dir) if trace_dir else tempfile.TemporaryDirectory()) as where:
+        with jax.profiler.trace(where, create_perfetto_trace=True):
             for _ in range(steps):
                 step()
-        times = kernel_times(trace_dir)
+        times = kernel_times(where)
     result = summarize(parse_hlo(compiled_text), times, steps)
     result["wall_ms"] = wall_ms
     result["steps"] = steps
