@@ -107,3 +107,43 @@ def test_multi_step_trains_exactly_like_single_steps():
             continue
         np.testing.assert_allclose(np.asarray(a), np.asarray(flat_multi[path]), rtol=1e-5,
                                    atol=1e-6, err_msg=name)
+
+
+def test_halves_candidate_trains_like_one_batch():
+    """The `halves_lean` preview (two independent half-batch passes) makes the same updates as
+    `lean_metrics` (one pass), to float rounding. Patches replace functions process-wide, so
+    each runs in its own process."""
+    script = """
+import sys, json, jax, numpy as np
+sys.path.insert(0, "tests")
+from conftest import tiny_config
+from transformer_jax.benchmark import candidates
+candidates.apply([sys.argv[1]])
+from transformer_jax import steps, train
+from transformer_jax.config import TrainConfig
+model = tiny_config(num_outputs=13)
+tcfg = TrainConfig(num_steps=20, batch_size=4, warmup_steps=2)
+graphdef, params = train.init_model(model, 0)
+tx, schedule = steps.make_optimizer(tcfg)
+step = steps.make_train_step(graphdef, model, tx, schedule)
+state = {"params": params, "opt_state": tx.init(params), "step": jax.numpy.zeros((), "int32")}
+rng = np.random.default_rng(0)
+losses = []
+for _ in range(5):
+    inputs = rng.integers(0, 13, (4, 8)).astype("int32")
+    weights = (rng.random((4, 8)) > 0.3).astype("float32")
+    batch = {"inputs": inputs, "targets": inputs, "weights": weights,
+             "padding_mask": np.ones((4, 8), bool)}
+    state, metrics = step(state, batch, jax.random.key(0))
+    losses.append(float(metrics["loss"]))
+print(json.dumps(losses))
+"""
+    out = {}
+    for patch in ("lean_metrics", "halves_lean"):
+        proc = subprocess.run([sys.executable, "-c", script, patch], cwd=REPO, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out[patch] = json.loads(proc.stdout.strip().splitlines()[-1])
+    import numpy as np
+    assert len(set(out["lean_metrics"])) == 5  # the loss moves: the updates matter
+    np.testing.assert_allclose(out["halves_lean"], out["lean_metrics"], rtol=2e-5)
