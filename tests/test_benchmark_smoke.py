@@ -96,6 +96,15 @@ def test_multi_step_trains_exactly_like_single_steps():
     multi, last = step_fn(multi, batches[3], key)
     got = [float(x) for x in first["loss"]] + [float(last["loss"])]
     np.testing.assert_allclose(got, losses, rtol=1e-6)
+    # As the trainer builds it: no diagnostics but on the last step of a call.
+    lean_fn = steps.make_train_step(graphdef, model, tx, schedule, diagnostics=False)
+    _, mixed = steps.make_multi_step(lean_fn, last_step=step_fn)(fresh(), steps.stack_batches(batches[:3]), key)
+    np.testing.assert_allclose(np.asarray(mixed["loss"]), losses[:3], rtol=1e-6)
+    for name in steps.DIAGNOSTICS:
+        values = np.asarray(mixed[name])
+        assert np.isnan(values[:2]).all() and np.isfinite(values[2]).all(), name
+    np.testing.assert_allclose(np.asarray(mixed["param_norm"][2]), np.asarray(first["param_norm"][2]),
+                               rtol=1e-6)
     assert int(multi["step"]) == 4
     flat_multi = dict(jax.tree_util.tree_leaves_with_path(multi["params"]))
     for path, a in jax.tree_util.tree_leaves_with_path(single["params"]):

@@ -7,7 +7,7 @@ step outside the compiled program.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +20,7 @@ from transformer_jax.config import Head, ModelConfig, TrainConfig
 Array = jax.Array
 Batch = dict[str, Array]
 DECAYED = ("kernel", "embedding", "table")  # parameter names that get weight decay
+DIAGNOSTICS = ("param_norm", "update_norm", "layer_grad_norm")  # train metrics for the logs only
 
 
 def make_optimizer(train: TrainConfig) -> tuple[optax.GradientTransformation, optax.Schedule]:
@@ -93,11 +94,15 @@ def over_replicas(fn: Callable, shared: tuple[int, ...] = ()) -> Callable:
 
 def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
                     tx: optax.GradientTransformation, schedule: optax.Schedule, *,
-                    replicas: bool = False) -> Callable[[dict, Batch, Array], tuple[dict, dict]]:
+                    replicas: bool = False,
+                    diagnostics: bool = True) -> Callable[[dict, Batch, Array], tuple[dict, dict]]:
     """state = {'params', 'opt_state', 'step'} -> (new state, metrics). Buffers are donated.
 
     replicas=True: every argument and result has a leading replica axis (e.g. seeds), trained
     in one compiled program (`over_replicas`).
+    diagnostics=False leaves out DIAGNOSTICS (param_norm, update_norm, layer_grad_norm): more
+    passes over all parameters, which cost the char-LM step 7 % (`--profile`, scan_10 vs
+    scan_10+lean_metrics); the trainer computes them on the steps it logs (`make_multi_step`).
     """
 
     def train_step(state: dict, batch: Batch, rng: Array):
@@ -111,13 +116,10 @@ def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
         (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         params = optax.apply_updates(state["params"], updates)
-        metrics.update(
-            learning_rate=schedule(state["step"]),
-            grad_norm=optax.tree.norm(grads),
-            param_norm=optax.tree.norm(params),
-            update_norm=optax.tree.norm(updates),
-            layer_grad_norm=_layer_norms(grads["layers"], model_cfg.num_layers),
-        )
+        metrics.update(learning_rate=schedule(state["step"]), grad_norm=optax.tree.norm(grads))
+        if diagnostics:
+            metrics.update(param_norm=optax.tree.norm(params), update_norm=optax.tree.norm(updates),
+                           layer_grad_norm=_layer_norms(grads["layers"], model_cfg.num_layers))
         metrics["finite"] = jnp.isfinite(loss) & jnp.isfinite(metrics["grad_norm"])
         return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, metrics
 
@@ -129,17 +131,31 @@ def stack_batches(batches) -> Batch:
     return jax.tree.map(lambda *xs: np.stack(xs), *batches)
 
 
-def make_multi_step(train_step: Callable) -> Callable:
+def make_multi_step(train_step: Callable, last_step: Optional[Callable] = None) -> Callable:
     """(state, batches [k, ...], rng) -> (state after k steps, metrics stacked [k, ...]).
 
     k optimizer steps in one compiled call (`jax.lax.scan` over k stacked batches; one program
     per distinct k). A small model on a CPU spends much of a step in per-call overhead (dispatch,
     argument handling, thread wake-ups between many small kernels, the host loop); one call per
     k steps pays it once. The scan body is the unchanged (jitted, inlined) train step.
-    """
 
-    def multi_step(state, batches, rng):
-        return jax.lax.scan(lambda s, batch: train_step(s, batch, rng), state, batches)
+    last_step: a different step for the call's last batch, the one the trainer logs (calls end
+    on every log step): the trainer passes a step without diagnostics as `train_step` and one
+    with them here. Metrics that only `last_step` returns are NaN at the other k - 1 steps.
+    """
+    if last_step is None:
+        def multi_step(state, batches, rng):
+            return jax.lax.scan(lambda s, batch: train_step(s, batch, rng), state, batches)
+    else:
+        def multi_step(state, batches, rng):
+            first = jax.tree.map(lambda x: x[:-1], batches)
+            state, metrics = jax.lax.scan(lambda s, batch: train_step(s, batch, rng), state, first)
+            state, last = last_step(state, jax.tree.map(lambda x: x[-1], batches), rng)
+            before = jax.tree.leaves(first)[0].shape[0]
+            stacked = {k: jnp.concatenate([metrics[k] if k in metrics else
+                                           jnp.full((before,) + v.shape, jnp.nan, v.dtype), v[None]])
+                       for k, v in last.items()}
+            return state, stacked
 
     return jax.jit(multi_step, donate_argnums=(0,))
 

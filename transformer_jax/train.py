@@ -184,7 +184,11 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     progress = Progress(start, train_cfg.num_steps, bar=progress_bar)
     total = train_cfg.num_steps
 
-    run_steps = steps.make_multi_step(train_step) if train_cfg.steps_per_call > 1 else None
+    run_steps = None  # k steps per call: the logged (last) one with diagnostics, the rest without
+    if train_cfg.steps_per_call > 1:
+        lean_step = steps.make_train_step(graphdef, model_cfg, tx, schedule, replicas=True,
+                                          diagnostics=False)
+        run_steps = steps.make_multi_step(lean_step, last_step=train_step)
     boundaries = (train_cfg.log_every, train_cfg.eval_every, train_cfg.checkpoint_every)
 
     with sigterm_requests_stop() as stop_requested:

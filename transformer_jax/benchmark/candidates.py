@@ -73,7 +73,7 @@ def apply_lean_metrics() -> None:
 
     from transformer_jax import steps
 
-    def make_train_step(graphdef, model_cfg, tx, schedule):
+    def make_train_step(graphdef, model_cfg, tx, schedule, **_):  # lean whatever is asked
         def train_step(state, batch, rng):
             dropout_key = jax.random.fold_in(rng, state["step"]) if model_cfg.dropout > 0 else None
 
@@ -96,7 +96,7 @@ def apply_halves_lean() -> None:
 
     from transformer_jax import steps
 
-    def make_train_step(graphdef, model_cfg, tx, schedule):
+    def make_train_step(graphdef, model_cfg, tx, schedule, **_):  # lean whatever is asked
         def train_step(state, batch, rng):
             dropout_key = jax.random.fold_in(rng, state["step"]) if model_cfg.dropout > 0 else None
 

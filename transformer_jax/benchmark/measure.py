@@ -132,7 +132,7 @@ class OursRunner:
     def __init__(self, ours: setups.Ours, ds, batch_size: int, rng, steps_per_call: int = 1):
         self.ours, self.ds, self.batch_size, self.rng = ours, ds, batch_size, rng
         self.k = steps_per_call
-        self.multi = steps.make_multi_step(ours.train_step) if steps_per_call > 1 else None
+        self.multi = ours.multi_step() if steps_per_call > 1 else None
         self.losses: list[float] = []
 
     def first_call(self, step: int) -> float:

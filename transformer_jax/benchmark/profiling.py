@@ -129,7 +129,7 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
         step = jax.jit(step.__wrapped__)
     if kind.startswith("scan_"):
         k = int(kind.split("_")[1])
-        multi = steps.make_multi_step(ours.train_step)
+        multi = ours.multi_step()
 
         def run_scan(n):
             for _ in range(n // k):

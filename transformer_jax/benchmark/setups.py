@@ -76,6 +76,7 @@ class Ours:
     graphdef: Any
     state: dict
     train_step: Any  # jitted, state donated
+    lean_step: Any  # the same without diagnostics (the trainer's k-step calls, but the last)
     eval_step: Any
     schedule: Any
     tx: Any
@@ -86,7 +87,12 @@ class Ours:
         tx, schedule = steps.make_optimizer(tcfg)
         state = {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
         return cls(model, tcfg, graphdef, state, steps.make_train_step(graphdef, model, tx, schedule),
+                   steps.make_train_step(graphdef, model, tx, schedule, diagnostics=False),
                    steps.make_eval_step(graphdef, model), schedule, tx)
+
+    def multi_step(self):
+        """k steps per call, as the trainer builds it (`train.steps_per_call`)."""
+        return steps.make_multi_step(self.lean_step, last_step=self.train_step)
 
     def evaluate(self, batches) -> float:
         """Mean eval loss over the batches (weighted, as `train.evaluate` sums it)."""
