@@ -44,8 +44,10 @@ def main(argv=None) -> int:
     parser.add_argument("--text_path", default=os.path.join(REPO, "..", "shared", "data",
                                                             "tinyshakespeare.txt"))
     parser.add_argument("--data_dir", default="", help="TFDS data dir ('' = the project default)")
-    parser.add_argument("--steps_per_call", type=int, default=_lm_steps_per_call(),
+    parser.add_argument("--steps_per_call", type=int, default=_lm_train().steps_per_call,
                         help="also race our step scanned k times per call (1 = skip)")
+    parser.add_argument("--microbatches", type=int, default=_lm_train().microbatches,
+                        help="our step's train.microbatches (default: configs/lm.py's)")
     parser.add_argument("--seeds", type=int, default=8, help="seeds for the vmap measurement")
     parser.add_argument("--torch_1_thread", type=int, default=1,
                         help="1: also race PyTorch on one thread (telling on a loaded machine)")
@@ -92,7 +94,7 @@ def main(argv=None) -> int:
     jax.config.update("jax_enable_compilation_cache", False)  # compile times must be real
     from transformer_jax.benchmark import measure, setups
 
-    run = setups.CharLM()
+    run = setups.CharLM(microbatches=args.microbatches)
     mid = measure.Midsize()
     seeds_steps, peak_n, chunk, compile_repeats = 100, 2048, 100, 2
     if args.quick:
@@ -266,10 +268,10 @@ def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int, trace_d
     return 0
 
 
-def _lm_steps_per_call() -> int:
-    """train.steps_per_call of configs/lm.py: the benchmark races the trainer as configured."""
+def _lm_train():
+    """configs/lm.py's train section: the benchmark races the trainer as configured."""
     from transformer_jax.study import load_config
-    return load_config(os.path.join(REPO, "configs", "lm.py")).train.steps_per_call
+    return load_config(os.path.join(REPO, "configs", "lm.py")).train
 
 
 def _log(message: str) -> None:

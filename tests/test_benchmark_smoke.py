@@ -118,41 +118,47 @@ def test_multi_step_trains_exactly_like_single_steps():
                                    atol=1e-6, err_msg=name)
 
 
-def test_halves_candidate_trains_like_one_batch():
-    """The `halves_lean` preview (two independent half-batch passes) makes the same updates as
-    `lean_metrics` (one pass), to float rounding. Patches replace functions process-wide, so
-    each runs in its own process."""
-    script = """
-import sys, json, jax, numpy as np
-sys.path.insert(0, "tests")
-from conftest import tiny_config
-from transformer_jax.benchmark import candidates
-candidates.apply([sys.argv[1]])
-from transformer_jax import steps, train
-from transformer_jax.config import TrainConfig
-model = tiny_config(num_outputs=13)
-tcfg = TrainConfig(num_steps=20, batch_size=4, warmup_steps=2)
-graphdef, params = train.init_model(model, 0)
-tx, schedule = steps.make_optimizer(tcfg)
-step = steps.make_train_step(graphdef, model, tx, schedule)
-state = {"params": params, "opt_state": tx.init(params), "step": jax.numpy.zeros((), "int32")}
-rng = np.random.default_rng(0)
-losses = []
-for _ in range(5):
-    inputs = rng.integers(0, 13, (4, 8)).astype("int32")
-    weights = (rng.random((4, 8)) > 0.3).astype("float32")
-    batch = {"inputs": inputs, "targets": inputs, "weights": weights,
-             "padding_mask": np.ones((4, 8), bool)}
-    state, metrics = step(state, batch, jax.random.key(0))
-    losses.append(float(metrics["loss"]))
-print(json.dumps(losses))
-"""
-    out = {}
-    for patch in ("lean_metrics", "halves_lean"):
-        proc = subprocess.run([sys.executable, "-c", script, patch], cwd=REPO, capture_output=True,
-                              text=True, timeout=120)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        out[patch] = json.loads(proc.stdout.strip().splitlines()[-1])
+def test_microbatches_make_the_update_of_one_batch():
+    """train.microbatches=2 and 3: independent passes over slices of the batch, combined by
+    weight, give one pass's loss, metrics and parameters (uneven weights, an empty row)."""
+    import jax
+    import jax.numpy as jnp
     import numpy as np
-    assert len(set(out["lean_metrics"])) == 5  # the loss moves: the updates matter
-    np.testing.assert_allclose(out["halves_lean"], out["lean_metrics"], rtol=2e-5)
+
+    from conftest import tiny_config
+    from transformer_jax import steps, train
+    from transformer_jax.config import TrainConfig
+
+    model = tiny_config(num_outputs=13)
+    tcfg = TrainConfig(num_steps=20, batch_size=6, warmup_steps=2)
+    graphdef, params = train.init_model(model, 0)
+    tx, schedule = steps.make_optimizer(tcfg)
+    rng = np.random.default_rng(1)
+    batches = []
+    for _ in range(3):
+        weights = (rng.random((6, 8)) > 0.4).astype(np.float32)
+        weights[2] = 0.0  # a sequence without targets (padding only)
+        batches.append(dict(inputs=rng.integers(1, 13, (6, 8)).astype(np.int32),
+                            targets=rng.integers(1, 13, (6, 8)).astype(np.int32),
+                            weights=weights, padding_mask=np.ones((6, 8), bool)))
+    key = jax.random.key(0)
+    out = {}
+    for m in (1, 2, 3):
+        step_fn = steps.make_train_step(graphdef, model, tx, schedule, microbatches=m)
+        state = {"params": jax.tree.map(jnp.array, params), "opt_state": tx.init(params),
+                 "step": jnp.zeros((), jnp.int32)}
+        metrics = []
+        for b in batches:
+            state, got = step_fn(state, b, key)
+            metrics.append(jax.device_get(got))
+        out[m] = (state, metrics)
+    for m in (2, 3):
+        for one, split in zip(out[1][1], out[m][1]):
+            assert set(one) == set(split)
+            for name in ("loss", "accuracy", "seq_accuracy", "max_abs_logit", "weight",
+                         "grad_norm", "update_norm", "param_norm"):
+                np.testing.assert_allclose(split[name], one[name], rtol=2e-5, err_msg=f"m={m} {name}")
+        np.testing.assert_allclose(out[m][1][-1]["layer_grad_norm"], out[1][1][-1]["layer_grad_norm"],
+                                   rtol=2e-5)
+    assert len({float(m["loss"]) for m in out[1][1]}) == 3  # the steps train: updates matter
+

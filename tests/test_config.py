@@ -140,3 +140,15 @@ def test_pooled_head_needs_the_encoder():
     message = config_error(head="pooled", arch="decoder")
     assert "pooled" in message and "encoder" in message
     assert build(head="pooled", arch="encoder").head is Head.POOLED
+
+
+def test_train_microbatches_must_divide_the_batch():
+    from transformer_jax.config import TrainConfig
+
+    assert TrainConfig(batch_size=12, microbatches=3).microbatches == 3
+    with pytest.raises(ConfigError) as error:
+        TrainConfig(batch_size=12, microbatches=5)
+    assert str(error.value) == ("train.microbatches=5 does not divide train.batch_size=12; "
+                                "use a divisor of it")
+    with pytest.raises(ConfigError, match=r"train.microbatches=0 must be a positive integer"):
+        TrainConfig(microbatches=0)

@@ -194,18 +194,20 @@ def test_steps_per_call_trains_like_one_step_per_call(tmp_path, tj_data_dir):
     from transformer_jax import summaries, train
 
     runs = {}
-    for k in (1, 4):
-        config = tiny_config(overrides={"data.data_dir": tj_data_dir, "train.steps_per_call": k})
-        status = train.train_and_evaluate(config, str(tmp_path / f"k{k}"))
+    for k, m in ((1, 1), (4, 1), (4, 2)):  # m: train.microbatches (independent passes, same math)
+        config = tiny_config(overrides={"data.data_dir": tj_data_dir, "train.steps_per_call": k,
+                                        "train.microbatches": m})
+        status = train.train_and_evaluate(config, str(tmp_path / f"k{k}m{m}"))
         assert status["state"] == "finished" and status["step"] == STEPS
-        runs[k] = summaries.read_scalars(str(tmp_path / f"k{k}"))
+        runs[k, m] = summaries.read_scalars(str(tmp_path / f"k{k}m{m}"))
     # The logged steps end their calls, so they carry the diagnostics the other steps skip.
-    for tag in ("train/loss", "eval/loss", "eval/accuracy", "train/param_norm",
-                "train/update_norm", "layers/grad_norm/layer_00"):
-        assert [s for s, _ in runs[1][tag]] == [s for s, _ in runs[4][tag]], tag
-        for (step, a), (_, b) in zip(runs[1][tag], runs[4][tag]):
-            assert abs(a - b) <= 1e-5 * max(abs(a), 1e-6), f"{tag} step {step}: {a} vs {b}"
-    assert checkpoint_steps(tmp_path / "k1") == checkpoint_steps(tmp_path / "k4")
+    for other in ((4, 1), (4, 2)):
+        for tag in ("train/loss", "train/accuracy", "eval/loss", "eval/accuracy",
+                    "train/param_norm", "train/update_norm", "layers/grad_norm/layer_00"):
+            assert [s for s, _ in runs[1, 1][tag]] == [s for s, _ in runs[other][tag]], tag
+            for (step, a), (_, b) in zip(runs[1, 1][tag], runs[other][tag]):
+                assert abs(a - b) <= 1e-5 * max(abs(a), 1e-6), f"{other} {tag} step {step}: {a} vs {b}"
+        assert checkpoint_steps(tmp_path / "k1m1") == checkpoint_steps(tmp_path / f"k{other[0]}m{other[1]}")
 
 
 def test_divergence_inside_a_multi_step_call_is_found_at_its_step(tmp_path, tj_data_dir):

@@ -164,10 +164,11 @@ class TrainConfig:
     eval_batches: int = 8  # batches per evaluation; 0 = the whole eval split
     num_devices: int = 0  # data parallel over this many devices; 0 = all (1 device: plain jit)
     steps_per_call: int = 1  # optimizer steps per compiled call (lax.scan); ends on every log/eval/ckpt
+    microbatches: int = 1  # independent forward/backward passes per batch, run concurrently (CPU)
 
     def __post_init__(self):
         for name in ("num_steps", "batch_size", "log_every", "eval_every", "checkpoint_every",
-                     "keep_checkpoints", "steps_per_call"):
+                     "keep_checkpoints", "steps_per_call", "microbatches"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"train.{name}={value!r} must be a positive integer")
@@ -175,6 +176,9 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"train.{name}={value!r} must be a non-negative integer")
+        if self.batch_size % self.microbatches:
+            raise ConfigError(f"train.microbatches={self.microbatches} does not divide "
+                              f"train.batch_size={self.batch_size}; use a divisor of it")
         if self.warmup_steps > self.num_steps:
             raise ConfigError(f"train.warmup_steps={self.warmup_steps} exceeds "
                               f"train.num_steps={self.num_steps}")

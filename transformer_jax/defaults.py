@@ -60,6 +60,8 @@ def base_config() -> ml_collections.ConfigDict:
     train.eval_batches = 8  # eval batches per evaluation (0 = the whole eval split)
     train.num_devices = 0  # data parallel: batch split over this many devices (0 = all of them)
     train.steps_per_call = 1  # steps per compiled call: > 1 saves per-call overhead (small models)
+    train.microbatches = 1  # > 1: the batch's forward/backward as that many independent slices,
+    #                         which XLA:CPU runs on different cores at once (same update)
 
     config.data = data = ml_collections.ConfigDict()
     data.kind = "synthetic"  # synthetic | text

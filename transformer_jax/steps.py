@@ -94,8 +94,8 @@ def over_replicas(fn: Callable, shared: tuple[int, ...] = ()) -> Callable:
 
 def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
                     tx: optax.GradientTransformation, schedule: optax.Schedule, *,
-                    replicas: bool = False,
-                    diagnostics: bool = True) -> Callable[[dict, Batch, Array], tuple[dict, dict]]:
+                    replicas: bool = False, diagnostics: bool = True,
+                    microbatches: int = 1) -> Callable[[dict, Batch, Array], tuple[dict, dict]]:
     """state = {'params', 'opt_state', 'step'} -> (new state, metrics). Buffers are donated.
 
     replicas=True: every argument and result has a leading replica axis (e.g. seeds), trained
@@ -103,17 +103,30 @@ def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
     diagnostics=False leaves out DIAGNOSTICS (param_norm, update_norm, layer_grad_norm): more
     passes over all parameters, which cost the char-LM step 7 % (`--profile`, scan_10 vs
     scan_10+lean_metrics); the trainer computes them on the steps it logs (`make_multi_step`).
+    microbatches=m: the forward and backward run as m independent passes over strided slices of
+    the batch, their gradients and metrics combined by weight (`combine_microbatches`): the same
+    update to float rounding (dropout masks differ). XLA:CPU runs independent passes on
+    different cores at once, which small models otherwise leave idle.
     """
 
     def train_step(state: dict, batch: Batch, rng: Array):
         dropout_key = jax.random.fold_in(rng, state["step"]) if model_cfg.dropout > 0 else None
 
-        def loss_fn(params):
+        def loss_fn(params, part, key):
             model = nnx.merge(graphdef, params)
-            logits, _ = model(batch["inputs"], batch["padding_mask"], dropout_key=dropout_key)
-            return loss_and_metrics(logits, batch, model_cfg.head)
+            logits, _ = model(part["inputs"], part["padding_mask"], dropout_key=key)
+            return loss_and_metrics(logits, part, model_cfg.head)
 
-        (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+        if microbatches == 1:
+            (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+                state["params"], batch, dropout_key)
+        else:
+            parts = [microbatch(batch, i, microbatches) for i in range(microbatches)]
+            keys = [None if dropout_key is None else jax.random.fold_in(dropout_key, i)
+                    for i in range(microbatches)]
+            loss, metrics, grads = combine_microbatches(
+                [jax.value_and_grad(loss_fn, has_aux=True)(state["params"], part, key)
+                 for part, key in zip(parts, keys)], parts, model_cfg.head)
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         params = optax.apply_updates(state["params"], updates)
         metrics.update(learning_rate=schedule(state["step"]), grad_norm=optax.tree.norm(grads))
@@ -124,6 +137,31 @@ def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
         return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, metrics
 
     return jax.jit(over_replicas(train_step) if replicas else train_step, donate_argnums=(0,))
+
+
+def microbatch(batch: Batch, i: int, m: int) -> Batch:
+    """Slice i of m of every array's batch axis, strided (rows i, i+m, ...): on a data-parallel
+    mesh each device keeps its own rows."""
+    return jax.tree.map(lambda x: x.reshape((x.shape[0] // m, m) + x.shape[1:])[:, i], batch)
+
+
+def combine_microbatches(results, parts, head: Head) -> tuple[Array, dict, Any]:
+    """[((loss, metrics), grads)] of microbatches -> the loss, metrics and gradients of their
+    union: loss, accuracy and gradients weighted by each part's weight, seq_accuracy by its real
+    sequences, max_abs_logit the max."""
+    weights = [metrics["weight"] for (_, metrics), _ in results]
+    total = jnp.maximum(sum(weights), 1e-9)
+    share = [w / total for w in weights]
+    loss = sum(l * s for ((l, _), _), s in zip(results, share))
+    grads = jax.tree.map(lambda *gs: sum(g * s for g, s in zip(gs, share)), *[g for _, g in results])
+    metrics = {"loss": loss, "weight": sum(weights),
+               "accuracy": sum(m["accuracy"] * s for ((_, m), _), s in zip(results, share)),
+               "max_abs_logit": jnp.max(jnp.stack([m["max_abs_logit"] for (_, m), _ in results]))}
+    if head is Head.TOKEN:
+        real = [jnp.sum(p["weights"].sum(-1) > 0).astype(jnp.float32) for p in parts]
+        metrics["seq_accuracy"] = (sum(m["seq_accuracy"] * r for ((_, m), _), r in zip(results, real))
+                                   / jnp.maximum(sum(real), 1.0))
+    return loss, metrics, grads
 
 
 def stack_batches(batches) -> Batch:

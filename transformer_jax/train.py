@@ -175,7 +175,8 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     if mesh is not None:  # data parallel: state on every device, each batch split over them
         state = parallel.replicate(state, mesh)
         logging.info("data parallel over %d devices (%s)", mesh.size, jax.default_backend())
-    train_step = steps.make_train_step(graphdef, model_cfg, tx, schedule, replicas=True)
+    train_step = steps.make_train_step(graphdef, model_cfg, tx, schedule, replicas=True,
+                                       microbatches=train_cfg.microbatches)
     eval_step = steps.make_eval_step(graphdef, model_cfg, replicas=True)
     probe = steps.make_probe(graphdef, replicas=True)
     dropout_rngs = jnp.stack([jax.random.key(r.run.seed + 1) for r in replicas])
@@ -187,7 +188,7 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     run_steps = None  # k steps per call: the logged (last) one with diagnostics, the rest without
     if train_cfg.steps_per_call > 1:
         lean_step = steps.make_train_step(graphdef, model_cfg, tx, schedule, replicas=True,
-                                          diagnostics=False)
+                                          diagnostics=False, microbatches=train_cfg.microbatches)
         run_steps = steps.make_multi_step(lean_step, last_step=train_step)
     boundaries = (train_cfg.log_every, train_cfg.eval_every, train_cfg.checkpoint_every)
 

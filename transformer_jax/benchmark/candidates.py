@@ -7,8 +7,8 @@ rest of the process (profiling workers are one process per variant).
   parameters and checkpoints unchanged): 1 dot forward and 2 backward instead of 3 and 6.
 - lean_metrics: the train step without param_norm, update_norm and per-layer gradient norms
   (three extra passes over the parameters each step).
-- halves_lean: lean_metrics, with each batch's forward/backward done as two independent
-  half-batch passes (gradients summed by weight), which the executor can run on both cores.
+(Two independent half-batch passes, measured here first as `halves_lean`, are now
+`train.microbatches`.)
 """
 from __future__ import annotations
 
@@ -57,18 +57,9 @@ def apply_fused_qkv() -> None:
     att.MultiHeadAttention.__call__ = __call__
 
 
-def _lean_update(state, grads, loss, metrics, tx, schedule):
-    """The optimizer update and the two metrics the trainer needs every step."""
-    import optax
-    updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-    params = optax.apply_updates(state["params"], updates)
-    metrics.update(learning_rate=schedule(state["step"]), grad_norm=optax.global_norm(grads))
-    metrics["finite"] = jnp.isfinite(loss) & jnp.isfinite(metrics["grad_norm"])
-    return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, metrics
-
-
 @_patch
 def apply_lean_metrics() -> None:
+    import optax
     from flax import nnx
 
     from transformer_jax import steps
@@ -83,40 +74,11 @@ def apply_lean_metrics() -> None:
                 return steps.loss_and_metrics(logits, batch, model_cfg.head)
 
             (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
-            return _lean_update(state, grads, loss, metrics, tx, schedule)
-
-        return jax.jit(train_step, donate_argnums=(0,))
-
-    steps.make_train_step = make_train_step
-
-
-@_patch
-def apply_halves_lean() -> None:
-    from flax import nnx
-
-    from transformer_jax import steps
-
-    def make_train_step(graphdef, model_cfg, tx, schedule, **_):  # lean whatever is asked
-        def train_step(state, batch, rng):
-            dropout_key = jax.random.fold_in(rng, state["step"]) if model_cfg.dropout > 0 else None
-
-            def weighted_sum(params, part):
-                model = nnx.merge(graphdef, params)
-                logits, _ = model(part["inputs"], part["padding_mask"], dropout_key=dropout_key)
-                loss, metrics = steps.loss_and_metrics(logits, part, model_cfg.head)
-                return loss * metrics["weight"], metrics
-
-            half = batch["inputs"].shape[0] // 2
-            parts = [jax.tree.map(lambda x: x[:half], batch), jax.tree.map(lambda x: x[half:], batch)]
-            outs = [jax.value_and_grad(weighted_sum, has_aux=True)(state["params"], p) for p in parts]
-            total = outs[0][0][1]["weight"] + outs[1][0][1]["weight"]
-            grads = jax.tree.map(lambda a, b: (a + b) / total, outs[0][1], outs[1][1])
-            loss = (outs[0][0][0] + outs[1][0][0]) / total
-            metrics = {k: (outs[0][0][1][k] * outs[0][0][1]["weight"]
-                           + outs[1][0][1][k] * outs[1][0][1]["weight"]) / total
-                       for k in ("accuracy",)}
-            metrics.update(loss=loss, weight=total)
-            return _lean_update(state, grads, loss, metrics, tx, schedule)
+            updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+            params = optax.apply_updates(state["params"], updates)
+            metrics.update(learning_rate=schedule(state["step"]), grad_norm=optax.global_norm(grads))
+            metrics["finite"] = jnp.isfinite(loss) & jnp.isfinite(metrics["grad_norm"])
+            return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, metrics
 
         return jax.jit(train_step, donate_argnums=(0,))
 

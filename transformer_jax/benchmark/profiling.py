@@ -34,7 +34,8 @@ class Variant:
 _YNN = "--xla_cpu_experimental_ynn_fusion_type="
 _BOTH = ("fused_qkv", "lean_metrics")
 VARIANTS: dict[str, Variant] = {
-    "trainer": Variant("baseline: one call per step + device_get(metrics), as train.py"),
+    "trainer": Variant("baseline: one call per step + device_get(metrics), as train.py "
+                       "(train.microbatches of configs/lm.py, as every variant unless _mb1)"),
     "no_device_get": Variant("one call per step, no host read (block at chunk end)", "no_device_get"),
     "loss_only": Variant("as trainer, but only the loss is read back", "loss_only"),
     "no_donate": Variant("as trainer, state buffers not donated", "no_donate"),
@@ -65,12 +66,11 @@ VARIANTS: dict[str, Variant] = {
     "malloc+lean_metrics": Variant("malloc + no param/update/layer norms in the step",
                                    malloc=True, patches=("lean_metrics",)),
     "malloc+both": Variant("malloc + fused q/k/v + lean metrics", malloc=True, patches=_BOTH),
+    "scan_10_mb1": Variant("10 steps per call, train.microbatches=1", "scan_10_mb1"),
     "scan_10+lean_metrics": Variant("10 steps per call, no param/update/layer norms", "scan_10",
                                     patches=("lean_metrics",)),
     "scan_10+fused_qkv": Variant("10 steps per call, one q/k/v matmul", "scan_10",
                                  patches=("fused_qkv",)),
-    "scan_10+halves_lean": Variant("10 steps per call, lean metrics, two independent half-batch "
-                                   "passes", "scan_10", patches=("halves_lean",)),
     "scan_10+both": Variant("10 steps per call, fused q/k/v + lean metrics", "scan_10",
                             patches=_BOTH),
     "malloc+scan_10+both": Variant("all of the above + 10 steps per call", "scan_10",
@@ -96,7 +96,11 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
     from transformer_jax import steps
     from transformer_jax.benchmark import setups
 
-    run = setups.CharLM()
+    from transformer_jax.study import load_config
+    lm_train = load_config(os.path.join(setups.REPO, "configs", "lm.py")).train
+    one_pass = kind.endswith("_mb1")  # train.microbatches=1 instead of configs/lm.py's
+    kind = kind.removesuffix("_mb1")
+    run = setups.CharLM(microbatches=1 if one_pass else lm_train.microbatches)
     ds = setups.text_dataset(text_path, run.seq_len, run.eval_windows, data_dir=data_dir)
     overrides = {"fused": dict(attention="fused"), "bf16": dict(dtype="bfloat16")}.get(kind, {})
     model, tcfg = setups.charlm_configs(run, ds.vocab_size, **overrides)

@@ -36,6 +36,7 @@ class CharLM:
     end_learning_rate_factor: float = 0.1
     eval_windows: int = 200
     seed: int = 0
+    microbatches: int = 1  # train.microbatches (the benchmark sets configs/lm.py's)
 
 
 def text_dataset(text_path: str, seq_len: int, num_eval: int, seed: int = 0,
@@ -64,7 +65,8 @@ def charlm_configs(run: CharLM, vocab_size: int, **model_overrides: Any
                          **model_overrides)
     tcfg = TrainConfig(num_steps=run.num_steps, batch_size=run.batch_size,
                        learning_rate=run.learning_rate, warmup_steps=min(run.warmup_steps, run.num_steps),
-                       end_learning_rate_factor=run.end_learning_rate_factor, b1=0.9, b2=0.99)
+                       end_learning_rate_factor=run.end_learning_rate_factor, b1=0.9, b2=0.99,
+                       microbatches=run.microbatches)
     return model, tcfg
 
 
@@ -86,8 +88,9 @@ class Ours:
         graphdef, params = train.init_model(model, seed)
         tx, schedule = steps.make_optimizer(tcfg)
         state = {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
-        return cls(model, tcfg, graphdef, state, steps.make_train_step(graphdef, model, tx, schedule),
-                   steps.make_train_step(graphdef, model, tx, schedule, diagnostics=False),
+        make = lambda **kw: steps.make_train_step(graphdef, model, tx, schedule,  # noqa: E731
+                                                  microbatches=tcfg.microbatches, **kw)
+        return cls(model, tcfg, graphdef, state, make(), make(diagnostics=False),
                    steps.make_eval_step(graphdef, model), schedule, tx)
 
     def multi_step(self):
