@@ -126,7 +126,7 @@ def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
                     for i in range(microbatches)]
             loss, metrics, grads = combine_microbatches(
                 [jax.value_and_grad(loss_fn, has_aux=True)(state["params"], part, key)
-                 for part, key in zip(parts, keys)], parts, model_cfg.head)
+                 for part, key in zip(parts, keys)], parts)
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         params = optax.apply_updates(state["params"], updates)
         metrics.update(learning_rate=schedule(state["step"]), grad_norm=optax.tree.norm(grads))
@@ -145,23 +145,36 @@ def microbatch(batch: Batch, i: int, m: int) -> Batch:
     return jax.tree.map(lambda x: x.reshape((x.shape[0] // m, m) + x.shape[1:])[:, i], batch)
 
 
-def combine_microbatches(results, parts, head: Head) -> tuple[Array, dict, Any]:
+def combine_microbatches(results, parts) -> tuple[Array, dict, Any]:
     """[((loss, metrics), grads)] of microbatches -> the loss, metrics and gradients of their
-    union: loss, accuracy and gradients weighted by each part's weight, seq_accuracy by its real
-    sequences, max_abs_logit the max."""
-    weights = [metrics["weight"] for (_, metrics), _ in results]
-    total = jnp.maximum(sum(weights), 1e-9)
-    share = [w / total for w in weights]
-    loss = sum(l * s for ((l, _), _), s in zip(results, share))
-    grads = jax.tree.map(lambda *gs: sum(g * s for g, s in zip(gs, share)), *[g for _, g in results])
-    metrics = {"loss": loss, "weight": sum(weights),
-               "accuracy": sum(m["accuracy"] * s for ((_, m), _), s in zip(results, share)),
-               "max_abs_logit": jnp.max(jnp.stack([m["max_abs_logit"] for (_, m), _ in results]))}
-    if head is Head.TOKEN:
-        real = [jnp.sum(p["weights"].sum(-1) > 0).astype(jnp.float32) for p in parts]
-        metrics["seq_accuracy"] = (sum(m["seq_accuracy"] * r for ((_, m), _), r in zip(results, real))
-                                   / jnp.maximum(sum(real), 1.0))
-    return loss, metrics, grads
+    union: the parts' `weighted_sums` added up and divided, as an evaluation adds up batches;
+    gradients weighted like the loss, max_abs_logit the max."""
+    sums = [weighted_sums(metrics, part) for ((_, metrics), _), part in zip(results, parts)]
+    total = {k: sum(s[k] for s in sums) for k in sums[0]}
+    weight = jnp.maximum(total["weight"], 1e-9)
+    metrics = {k: v / weight for k, v in total.items()
+               if k not in ("weight", "seq_accuracy", "sequences")}
+    metrics["weight"] = total["weight"]
+    metrics["max_abs_logit"] = jnp.max(jnp.stack([m["max_abs_logit"] for (_, m), _ in results]))
+    if "sequences" in total:
+        metrics["seq_accuracy"] = total["seq_accuracy"] / jnp.maximum(total["sequences"], 1)
+    shares = [s["weight"] / weight for s in sums]
+    grads = jax.tree.map(lambda *gs: sum(g * w for g, w in zip(gs, shares)), *[g for _, g in results])
+    return metrics["loss"], metrics, grads
+
+
+def weighted_sums(metrics: dict[str, Array], batch: Batch) -> dict[str, Array]:
+    """`loss_and_metrics`' means -> sums that add up over batches (or microbatches) of any fill:
+    loss and accuracy × weight, seq_accuracy × the real sequences (also returned, 'sequences');
+    'weight' kept; max_abs_logit left out (a max does not add up)."""
+    weight = metrics["weight"]
+    out = {k: v * weight for k, v in metrics.items()
+           if k not in ("weight", "max_abs_logit", "seq_accuracy")}
+    out["weight"] = weight
+    if "seq_accuracy" in metrics:
+        real = jnp.sum(batch["weights"].sum(-1) > 0)
+        out["seq_accuracy"], out["sequences"] = metrics["seq_accuracy"] * real, real
+    return out
 
 
 def stack_batches(batches) -> Batch:
@@ -181,19 +194,17 @@ def make_multi_step(train_step: Callable, last_step: Optional[Callable] = None) 
     on every log step): the trainer passes a step without diagnostics as `train_step` and one
     with them here. Metrics that only `last_step` returns are NaN at the other k - 1 steps.
     """
-    if last_step is None:
-        def multi_step(state, batches, rng):
-            return jax.lax.scan(lambda s, batch: train_step(s, batch, rng), state, batches)
-    else:
-        def multi_step(state, batches, rng):
-            first = jax.tree.map(lambda x: x[:-1], batches)
-            state, metrics = jax.lax.scan(lambda s, batch: train_step(s, batch, rng), state, first)
-            state, last = last_step(state, jax.tree.map(lambda x: x[-1], batches), rng)
-            before = jax.tree.leaves(first)[0].shape[0]
-            stacked = {k: jnp.concatenate([metrics[k] if k in metrics else
-                                           jnp.full((before,) + v.shape, jnp.nan, v.dtype), v[None]])
-                       for k, v in last.items()}
-            return state, stacked
+    last_step = last_step or train_step
+
+    def multi_step(state, batches, rng):
+        first = jax.tree.map(lambda x: x[:-1], batches)
+        state, metrics = jax.lax.scan(lambda s, batch: train_step(s, batch, rng), state, first)
+        state, last = last_step(state, jax.tree.map(lambda x: x[-1], batches), rng)
+        before = jax.tree.leaves(first)[0].shape[0]
+        stacked = {k: jnp.concatenate([metrics[k] if k in metrics else
+                                       jnp.full((before,) + v.shape, jnp.nan, v.dtype), v[None]])
+                   for k, v in last.items()}
+        return state, stacked
 
     return jax.jit(multi_step, donate_argnums=(0,))
 
@@ -220,13 +231,7 @@ def make_eval_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig, *, replicas: 
     def eval_step(params, batch: Batch):
         logits, _ = nnx.merge(graphdef, params)(batch["inputs"], batch["padding_mask"])
         _, metrics = loss_and_metrics(logits, batch, model_cfg.head)
-        weight = metrics.pop("weight")
-        out = {k: v * weight for k, v in metrics.items() if k not in ("max_abs_logit", "seq_accuracy")}
-        out["weight"] = weight
-        if "seq_accuracy" in metrics:
-            real = jnp.sum(batch["weights"].sum(-1) > 0)
-            out["seq_accuracy"], out["sequences"] = metrics["seq_accuracy"] * real, real
-        return out
+        return weighted_sums(metrics, batch)
 
     return jax.jit(over_replicas(eval_step, shared=(1,)) if replicas else eval_step)
 
