@@ -44,9 +44,11 @@ def main(argv=None) -> int:
     parser.add_argument("--text_path", default=os.path.join(REPO, "..", "shared", "data",
                                                             "tinyshakespeare.txt"))
     parser.add_argument("--data_dir", default="", help="TFDS data dir ('' = the project default)")
-    parser.add_argument("--steps_per_call", type=int, default=_lm_train().steps_per_call,
+    from transformer_jax.benchmark import setups
+    lm_train = setups.lm_train()
+    parser.add_argument("--steps_per_call", type=int, default=lm_train.steps_per_call,
                         help="also race our step scanned k times per call (1 = skip)")
-    parser.add_argument("--microbatches", type=int, default=_lm_train().microbatches,
+    parser.add_argument("--microbatches", type=int, default=lm_train.microbatches,
                         help="our step's train.microbatches (default: configs/lm.py's)")
     parser.add_argument("--seeds", type=int, default=8, help="seeds for the vmap measurement")
     parser.add_argument("--torch_1_thread", type=int, default=1,
@@ -92,7 +94,7 @@ def main(argv=None) -> int:
 
     import jax
     jax.config.update("jax_enable_compilation_cache", False)  # compile times must be real
-    from transformer_jax.benchmark import measure, setups
+    from transformer_jax.benchmark import measure
 
     run = setups.CharLM(microbatches=args.microbatches)
     mid = measure.Midsize()
@@ -236,21 +238,16 @@ def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int, trace_d
     """Traces one step of `name` (one step per call) and prints its kernel table + a JSON line."""
     import jax
 
-    from transformer_jax.benchmark import op_profile, setups
-    from transformer_jax.config import TrainConfig
+    from transformer_jax.benchmark import measure, op_profile, setups
 
     if name == "charlm":
         ds = setups.text_dataset(text_path, run.seq_len, 16, data_dir=data_dir)
-        model, tcfg = setups.charlm_configs(run, ds.vocab_size)
+        ours = setups.Ours.build(*setups.charlm_configs(run, ds.vocab_size))
         title = f"{run.num_layers}x(d={run.d_model}, h={run.num_heads}), T={run.seq_len}, B={run.batch_size}"
     else:
-        ds = setups.text_dataset(text_path, mid.seq_len, 16, data_dir=data_dir)
-        model = setups.model_config(ds.vocab_size, d_model=mid.d_model, num_heads=mid.num_heads,
-                                    num_layers=mid.num_layers, d_ff=mid.d_ff, seq_len=mid.seq_len)
-        tcfg = TrainConfig(num_steps=1000, batch_size=mid.batch_size, warmup_steps=10)
+        ds, ours = measure.midsize_setup(text_path, mid, data_dir)
         title = f"{mid.num_layers}x(d={mid.d_model}, h={mid.num_heads}), T={mid.seq_len}, B={mid.batch_size}"
-    ours = setups.Ours.build(model, tcfg)
-    batch, rng = ds.train_batch(0, tcfg.batch_size, "decoder"), jax.random.key(1)
+    batch, rng = ds.train_batch(0, ours.train.batch_size, "decoder"), jax.random.key(1)
     compiled = ours.train_step.lower(ours.state, batch, rng).compile()
 
     def step():
@@ -266,12 +263,6 @@ def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int, trace_d
     print(json.dumps({"ops": name, **{k: v for k, v in result.items() if k != "rows"},
                       "top": result["rows"][:10]}))
     return 0
-
-
-def _lm_train():
-    """configs/lm.py's train section: the benchmark races the trainer as configured."""
-    from transformer_jax.study import load_config
-    return load_config(os.path.join(REPO, "configs", "lm.py")).train
 
 
 def _log(message: str) -> None:

@@ -292,15 +292,20 @@ class Midsize:
     steps: int = 4  # timed steps, after one untimed (compiling) step
 
 
-def midsize(text_path: str, cfg: Midsize, peak_gflops: float, data_dir: str = "",
-            log: Log = print) -> dict[str, Any]:
+def midsize_setup(text_path: str, cfg: Midsize, data_dir: str = "") -> tuple[Any, setups.Ours]:
+    """The mid-size model's dataset and train state (what `midsize` times)."""
     from transformer_jax.config import TrainConfig
 
     ds = setups.text_dataset(text_path, cfg.seq_len, 16, data_dir=data_dir)
     model = setups.model_config(ds.vocab_size, d_model=cfg.d_model, num_heads=cfg.num_heads,
                                 num_layers=cfg.num_layers, d_ff=cfg.d_ff, seq_len=cfg.seq_len)
-    ours = setups.Ours.build(model, TrainConfig(num_steps=1000, batch_size=cfg.batch_size,
-                                                warmup_steps=10))
+    return ds, setups.Ours.build(model, TrainConfig(num_steps=1000, batch_size=cfg.batch_size,
+                                                    warmup_steps=10))
+
+
+def midsize(text_path: str, cfg: Midsize, peak_gflops: float, data_dir: str = "",
+            log: Log = print) -> dict[str, Any]:
+    ds, ours = midsize_setup(text_path, cfg, data_dir)
     n_matmul = matmul_params(ours.state["params"])
     runner = OursRunner(ours, ds, cfg.batch_size, jax.random.key(1))
     first_call_s = runner.first_call(0)

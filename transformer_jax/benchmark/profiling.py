@@ -96,8 +96,7 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
     from transformer_jax import steps
     from transformer_jax.benchmark import setups
 
-    from transformer_jax.study import load_config
-    lm_train = load_config(os.path.join(setups.REPO, "configs", "lm.py")).train
+    lm_train = setups.lm_train()
     one_pass = kind.endswith("_mb1")  # train.microbatches=1 instead of configs/lm.py's
     kind = kind.removesuffix("_mb1")
     run = setups.CharLM(microbatches=1 if one_pass else lm_train.microbatches)

@@ -39,6 +39,12 @@ class CharLM:
     microbatches: int = 1  # train.microbatches (the benchmark sets configs/lm.py's)
 
 
+def lm_train():
+    """configs/lm.py's train section: the benchmark races the trainer as configured."""
+    from transformer_jax.study import load_config
+    return load_config(os.path.join(REPO, "configs", "lm.py")).train
+
+
 def text_dataset(text_path: str, seq_len: int, num_eval: int, seed: int = 0,
                  data_dir: str = "") -> data_lib.Dataset:
     cfg = data_lib.default_config()
