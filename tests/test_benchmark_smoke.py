@@ -37,6 +37,22 @@ def test_smoke_run_prints_tables_and_a_json_line(shakespeare_file, tj_data_dir):
     assert abs(result["charlm_val_loss"] - result["charlm_torch_val_loss"]) < 1e-3
 
 
+def test_profile_races_a_variant_against_the_trainer(shakespeare_file, tj_data_dir):
+    """`--profile`: a worker per variant (here 10 steps per call with train.microbatches=3, the
+    `_mbN` suffix), measured in turns against the trainer's loop (~25 s)."""
+    command = [sys.executable, str(REPO / "scripts" / "benchmark.py"), "--profile",
+               "--profile_variants", "scan_10_mb3", "--profile_rounds", "1",
+               "--profile_chunk", "10", "--text_path", shakespeare_file, "--data_dir", tj_data_dir]
+    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])["profile"]
+    assert set(result) == {"trainer", "scan_10_mb3"}
+    assert result["trainer"]["ratio_vs_trainer"] == 1.0
+    for row in result.values():
+        assert row["ms_per_step"] > 0 and row["cpu_per_wall"] > 0
+
+
 def test_missing_text_is_a_one_line_error(tmp_path):
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "benchmark.py"), "--smoke",
                            "--text_path", str(tmp_path / "missing.txt")],

@@ -18,6 +18,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Callable
 
@@ -67,6 +68,22 @@ VARIANTS: dict[str, Variant] = {
                                    malloc=True, patches=("lean_metrics",)),
     "malloc+both": Variant("malloc + fused q/k/v + lean metrics", malloc=True, patches=_BOTH),
     "scan_10_mb1": Variant("10 steps per call, train.microbatches=1", "scan_10_mb1"),
+    "scan_10_mb3": Variant("10 steps per call, train.microbatches=3", "scan_10_mb3"),
+    "scan_10_mb4": Variant("10 steps per call, train.microbatches=4", "scan_10_mb4"),
+    "scan_10+flat_optimizer": Variant("10 steps per call, AdamW on one flat parameter vector",
+                                      "scan_10", patches=("flat_optimizer",)),
+    "scan_10+vec512": Variant("10 steps per call, XLA flag: 512-bit vectors",
+                              "scan_10", flags="--xla_cpu_prefer_vector_width=512"),
+    "scan_10+tiling_prop": Variant("10 steps per call, XLA flag: tiling propagation", "scan_10",
+                                   flags="--xla_cpu_experimental_enable_tiling_propagation=true"),
+    "scan_10+fast_min_max": Variant("10 steps per call, XLA flag: fast min/max", "scan_10",
+                                    flags="--xla_cpu_enable_fast_min_max=true"),
+    "scan_10+no_fusion_emitters": Variant("10 steps per call, XLA flag: no fusion emitters",
+                                          "scan_10", flags="--xla_cpu_use_fusion_emitters=false"),
+    "scan_10+ftz": Variant("10 steps per call, XLA flag: flush denormals to zero", "scan_10",
+                           flags="--xla_cpu_ftz=true"),
+    "scan_10+platform_math": Variant("10 steps per call, XLA flag: platform-dependent math",
+                                     "scan_10", flags="--xla_cpu_enable_platform_dependent_math=true"),
     "scan_10+lean_metrics": Variant("10 steps per call, no param/update/layer norms", "scan_10",
                                     patches=("lean_metrics",)),
     "scan_10+fused_qkv": Variant("10 steps per call, one q/k/v matmul", "scan_10",
@@ -97,9 +114,8 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
     from transformer_jax.benchmark import setups
 
     lm_train = setups.lm_train()
-    one_pass = kind.endswith("_mb1")  # train.microbatches=1 instead of configs/lm.py's
-    kind = kind.removesuffix("_mb1")
-    run = setups.CharLM(microbatches=1 if one_pass else lm_train.microbatches)
+    kind, _, passes = kind.partition("_mb")  # _mbN: train.microbatches=N, not configs/lm.py's
+    run = setups.CharLM(microbatches=int(passes) if passes else lm_train.microbatches)
     ds = setups.text_dataset(text_path, run.seq_len, run.eval_windows, data_dir=data_dir)
     overrides = {"fused": dict(attention="fused"), "bf16": dict(dtype="bfloat16")}.get(kind, {})
     model, tcfg = setups.charlm_configs(run, ds.vocab_size, **overrides)
@@ -155,7 +171,13 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
 def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int, malloc: bool,
                 patches: tuple[str, ...] = ()) -> None:
     """Protocol: prints 'ready' after compiling; then per stdin line 'N' runs N steps and prints
-    one JSON line {wall, cpu}; an empty line or EOF ends it."""
+    one JSON line {wall, cpu}; an empty line or EOF ends it.
+
+    Protocol lines alone go to stdout: whatever else writes there (TFDS announcing a dataset
+    it prepares, C++ logging) is sent to stderr, which the driver keeps for error messages."""
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     if malloc:
         from transformer_jax.benchmark import cpu_malloc
         cpu_malloc.keep_freed_memory()
@@ -169,7 +191,7 @@ def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int, mallo
     t0 = time.perf_counter()
     run = _make_runner(kind, text_path, data_dir)
     run(warm_steps)  # compiles (and warms up caches)
-    print(json.dumps({"ready": True, "setup_s": time.perf_counter() - t0}), flush=True)
+    print(json.dumps({"ready": True, "setup_s": time.perf_counter() - t0}), file=protocol, flush=True)
     for line in sys.stdin:
         if not line.strip():
             break
@@ -178,7 +200,8 @@ def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int, mallo
         run(n)
         wall, c1 = time.perf_counter() - t0, os.times()
         cpu = (c1.user - c0.user) + (c1.system - c0.system)
-        print(json.dumps({"wall": wall, "cpu": cpu, "sys": c1.system - c0.system}), flush=True)
+        print(json.dumps({"wall": wall, "cpu": cpu, "sys": c1.system - c0.system}), file=protocol,
+              flush=True)
 
 
 # --- driver side ---------------------------------------------------------------------------------
@@ -190,18 +213,23 @@ class Worker:
         env["XLA_FLAGS"] = variant.flags  # not the caller's: each variant runs with its own only
         env["TF_CPP_MIN_LOG_LEVEL"] = "2"
         self.name = name
+        self.stderr = tempfile.TemporaryFile("w+")  # read back if the worker dies
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "transformer_jax.benchmark.profiling", "--worker", variant.kind,
              "--text_path", text_path, "--data_dir", data_dir, "--warm_steps", str(warm_steps)]
             + (["--malloc"] if variant.malloc else [])
             + (["--patches", ",".join(variant.patches)] if variant.patches else []),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
             env=env)
 
     def read(self) -> dict[str, Any]:
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"profile worker {self.name!r} died (exit {self.proc.wait()})")
+            code = self.proc.wait()
+            self.stderr.seek(0)
+            tail = "".join(self.stderr.readlines()[-15:])
+            raise RuntimeError(f"profile worker {self.name!r} died (exit {code}); its stderr "
+                               f"ends:\n{tail}")
         return json.loads(line)
 
     def run(self, n: int) -> dict[str, Any]:
@@ -217,6 +245,7 @@ class Worker:
                 self.proc.wait(timeout=30)
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
+        self.stderr.close()
 
 
 def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 6,
@@ -226,6 +255,9 @@ def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 
     At most `group_size` workers live at once (each holds ~0.7 GB); every group includes the
     baseline, and each variant's ratio is to the baseline of its own group and rounds.
     """
+    from transformer_jax.benchmark import setups
+    setups.text_dataset(text_path, setups.CharLM.seq_len, 16, data_dir=data_dir)  # prepared once,
+    # here, not by several workers at once
     others = [n for n in dict.fromkeys(names) if n != "trainer"]
     per_group = max(group_size - 1, 1)
     out: dict[str, dict[str, float]] = {}
