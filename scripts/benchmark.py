@@ -50,6 +50,8 @@ def main(argv=None) -> int:
                         help="also race our step scanned k times per call (1 = skip)")
     parser.add_argument("--microbatches", type=int, default=lm_train.microbatches,
                         help="our step's train.microbatches (default: configs/lm.py's)")
+    parser.add_argument("--midsize_microbatches", type=int, default=0,
+                        help="the mid-size step's train.microbatches (0: measure.Midsize's, 1)")
     parser.add_argument("--seeds", type=int, default=8, help="seeds for the vmap measurement")
     parser.add_argument("--torch_1_thread", type=int, default=1,
                         help="1: also race PyTorch on one thread (telling on a loaded machine)")
@@ -98,6 +100,8 @@ def main(argv=None) -> int:
 
     run = setups.CharLM(microbatches=args.microbatches)
     mid = measure.Midsize()
+    if args.midsize_microbatches:
+        mid = dataclasses.replace(mid, microbatches=args.midsize_microbatches)
     seeds_steps, peak_n, chunk, compile_repeats = 100, 2048, 100, 2
     if args.quick:
         run, mid = dataclasses.replace(run, num_steps=200), dataclasses.replace(mid, steps=2)
@@ -106,7 +110,7 @@ def main(argv=None) -> int:
         run = dataclasses.replace(run, num_steps=30, d_model=32, num_heads=2, num_layers=2,
                                   d_ff=64, seq_len=16, warmup_steps=5, eval_windows=24)
         mid = measure.Midsize(num_layers=2, d_model=32, num_heads=2, d_ff=64, seq_len=32,
-                              batch_size=4, steps=2)
+                              batch_size=4, steps=2, microbatches=2)
         seeds_steps, peak_n, chunk, compile_repeats = 9, 256, 10, 1
         args.seeds, args.steps_per_call, args.torch_1_thread = min(args.seeds, 2), 1, 0
     if args.ops:
@@ -162,7 +166,7 @@ def main(argv=None) -> int:
     results["compile_rss_mb"] = mem.peak_mb
 
     _section(f"midsize: {mid.num_layers}x(d={mid.d_model}, h={mid.num_heads}, ff={mid.d_ff}), "
-             f"T={mid.seq_len}, B={mid.batch_size}")
+             f"T={mid.seq_len}, B={mid.batch_size}, {mid.microbatches} microbatches")
     again = measure.matmul_peak(peak_n)  # the load may have changed: keep the best seen
     peak = {k_: max(v, again[k_]) for k_, v in peak.items()}
     print(f"matmul peak re-measured: jax {again['jax_gflops']:.1f}, torch "
@@ -204,6 +208,7 @@ def main(argv=None) -> int:
         "charlm_compile_s": ours["first_call_s"],
         "charlm_steps": lm["steps"],
         "midsize_mfu": ms["mfu"],
+        "midsize_microbatches": mid.microbatches,
         "midsize_steps_per_s": ms["steps_per_s"],
         "midsize_tokens_per_s": ms["tokens_per_s"],
         "midsize_model_gflops": ms["model_gflops"],
@@ -246,7 +251,8 @@ def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int, trace_d
         title = f"{run.num_layers}x(d={run.d_model}, h={run.num_heads}), T={run.seq_len}, B={run.batch_size}"
     else:
         ds, ours = measure.midsize_setup(text_path, mid, data_dir)
-        title = f"{mid.num_layers}x(d={mid.d_model}, h={mid.num_heads}), T={mid.seq_len}, B={mid.batch_size}"
+        title = (f"{mid.num_layers}x(d={mid.d_model}, h={mid.num_heads}), T={mid.seq_len}, "
+                 f"B={mid.batch_size}, {mid.microbatches} microbatches")
     batch, rng = ds.train_batch(0, ours.train.batch_size, "decoder"), jax.random.key(1)
     compiled = ours.train_step.lower(ours.state, batch, rng).compile()
 
