@@ -50,6 +50,7 @@ import gc
 import json
 import logging as std_logging
 import os
+import sys
 from typing import Any, Iterator, Mapping
 
 import jax
@@ -87,6 +88,26 @@ def _quiet_orbax() -> Iterator[None]:
     finally:
         for logger in loggers:
             logger.removeFilter(drop)
+
+
+def _ignore_closed_loop_callbacks() -> None:
+    """After a failed restore, TensorStore completes the aborted reads on its own threads and
+    calls back into the asyncio loop Orbax has closed meanwhile; each callback's
+    `RuntimeError('Event loop is closed')` reaches `sys.unraisablehook`, which would print a
+    traceback for every one (dozens, at any later moment). This wraps the hook, once per
+    process, to drop exactly those; every other unraisable exception still goes to the previous
+    hook. (A process-wide hook because the callbacks come late, from threads we do not own.)"""
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_closed_loop_callbacks", False):
+        return
+
+    def hook(unraisable):
+        error = unraisable.exc_value
+        if not (isinstance(error, RuntimeError) and str(error) == "Event loop is closed"):
+            previous(unraisable)
+
+    hook.drops_closed_loop_callbacks = True
+    sys.unraisablehook = hook
 
 
 def _short_error(error: Exception) -> str:
@@ -192,6 +213,7 @@ class Checkpointer:
                     restored = self._manager.restore(step, args=args)
                 except Exception as error:  # noqa: BLE001 - any failure: this step is unusable
                     failure = _short_error(error)
+                    _ignore_closed_loop_callbacks()
                 else:
                     return step, restored[_STATE], dict(restored[_META])
                 # Orbax's failed gather can orphan asyncio tasks; now that the exception (and the
