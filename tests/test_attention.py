@@ -229,3 +229,23 @@ def test_mha_probe_reports_the_largest_allowed_logit(rng):
     plain, none = mha(x, mask=mask)
     assert none is None
     assert_close(plain, out)
+
+
+def test_fused_kernel_is_cudnn_only_where_cudnn_runs():
+    """model.attention=fused asks for cuDNN on NVIDIA GPUs in half precision (JAX's default is
+    XLA everywhere), and for XLA on CPUs, TPUs, other GPUs, float32 and unsupported head sizes."""
+    from types import SimpleNamespace
+
+    from transformer_jax.attention import fused_kernel
+
+    h200 = SimpleNamespace(platform="gpu", device_kind="NVIDIA H200")
+    mi300 = SimpleNamespace(platform="gpu", device_kind="AMD Instinct MI300X")
+    tpu = SimpleNamespace(platform="tpu", device_kind="TPU v5 lite")
+    assert fused_kernel(jnp.bfloat16, 64, h200) == "cudnn"
+    assert fused_kernel(jnp.float16, 128, h200) == "cudnn"
+    assert fused_kernel(jnp.float32, 64, h200) == "xla"
+    assert fused_kernel(jnp.bfloat16, 12, h200) == "xla"  # not a multiple of 8
+    assert fused_kernel(jnp.bfloat16, 256, h200) == "xla"
+    assert fused_kernel(jnp.bfloat16, 64, mi300) == "xla"
+    assert fused_kernel(jnp.bfloat16, 64, tpu) == "xla"
+    assert fused_kernel(jnp.bfloat16, 64) == "xla"  # this machine's CPU

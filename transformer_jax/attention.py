@@ -63,15 +63,30 @@ def scaled_dot_product_attention(query: Array, key: Array, value: Array, *,
     return attend(weights, value), weights.astype(query.dtype)
 
 
+def fused_kernel(dtype, head_dim: int, device: Optional[jax.Device] = None) -> str:
+    """The kernel `fused_attention` asks `jax.nn.dot_product_attention` for: 'cudnn' (cuDNN's
+    flash attention) on an NVIDIA GPU for float16/bfloat16 with head_dim a multiple of 8 up to
+    128, 'xla' (the same math as XLA ops) everywhere else. JAX's own default (None) is XLA
+    even on GPUs, so the choice has to be made here."""
+    device = device or jax.devices()[0]
+    nvidia = device.platform == "gpu" and "nvidia" in getattr(device, "device_kind", "").lower()
+    half = jnp.dtype(dtype) in (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16))
+    return "cudnn" if nvidia and half and head_dim % 8 == 0 and head_dim <= 128 else "xla"
+
+
 def fused_attention(query: Array, key: Array, value: Array, *, mask: Optional[Array] = None,
-                    bias: Optional[Array] = None, scale: Optional[float] = None) -> Array:
-    """The same function through `jax.nn.dot_product_attention` (no weights; cuDNN on GPU)."""
+                    bias: Optional[Array] = None, scale: Optional[float] = None,
+                    implementation: Optional[str] = None) -> Array:
+    """The same function through `jax.nn.dot_product_attention` (no weights); `implementation`
+    'xla' or 'cudnn', None = `fused_kernel`'s choice (cuDNN on NVIDIA GPUs in half precision)."""
+    implementation = implementation or fused_kernel(query.dtype, query.shape[-1])
     scale = query.shape[-1] ** -0.5 if scale is None else scale
     if bias is not None:
         bias = jnp.broadcast_to(bias, _logits_shape(query, key)).astype(query.dtype)
     if mask is not None:
         mask = jnp.broadcast_to(mask, _logits_shape(query, key))
-    return jax.nn.dot_product_attention(query, key, value, bias=bias, mask=mask, scale=scale)
+    return jax.nn.dot_product_attention(query, key, value, bias=bias, mask=mask, scale=scale,
+                                        implementation=implementation)
 
 
 def _logits_shape(query: Array, key: Array) -> tuple[int, int, int, int]:
