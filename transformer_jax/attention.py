@@ -4,8 +4,8 @@
 
 Layout follows `jax.nn.dot_product_attention`: q/k/v are [batch, length, heads, head_dim], masks
 and biases broadcast to [batch, heads, q_len, kv_len]. The explicit path returns the attention
-weights for inspection; the fused path (`jax.nn.dot_product_attention`, cuDNN on GPU) gets the
-same scale, mask and bias, so an ablation means the same on both.
+weights for inspection; the fused path (`jax.nn.dot_product_attention`, cuDNN on NVIDIA GPUs in
+half precision) gets the same scale, mask and bias, so an ablation means the same on both.
 """
 from __future__ import annotations
 

@@ -47,7 +47,8 @@ class Head(enum.Enum):
 
 class AttentionImpl(enum.Enum):
     EXPLICIT = "explicit"  # our softmax(Q·Kᵀ·scale + bias)·V, exposes the weights
-    FUSED = "fused"  # jax.nn.dot_product_attention (cuDNN on GPU), same scale/mask/bias
+    FUSED = "fused"  # jax.nn.dot_product_attention (cuDNN on NVIDIA GPUs in bf16/fp16), same
+    # scale, mask and bias
 
 
 class DType(enum.Enum):
