@@ -91,8 +91,8 @@ def _quiet_orbax() -> Iterator[None]:
 
 
 def _ignore_closed_loop_callbacks() -> None:
-    """After a failed restore, TensorStore completes the aborted reads on its own threads and
-    calls back into the asyncio loop Orbax has closed meanwhile; each callback's
+    """When a restore fails, TensorStore completes the aborted reads on its own threads and
+    calls back into the asyncio loop Orbax has closed meanwhile (during the failure or later); each callback's
     `RuntimeError('Event loop is closed')` reaches `sys.unraisablehook`, which would print a
     traceback for every one (dozens, at any later moment). This wraps the hook, once per
     process, to drop exactly those; every other unraisable exception still goes to the previous
@@ -201,6 +201,7 @@ class Checkpointer:
         Dtypes follow `target` (Orbax casts), shapes and tree structure must match exactly.
         """
         abstract = jax.tree.map(ocp.tree.to_shape_dtype_struct, target)
+        _ignore_closed_loop_callbacks()  # before: a failing read's callbacks can come at once
         self._written.clear()  # the run rewinds to what is restored; later saves must rewrite
         steps = self.all_steps()
         errors = []
@@ -213,7 +214,6 @@ class Checkpointer:
                     restored = self._manager.restore(step, args=args)
                 except Exception as error:  # noqa: BLE001 - any failure: this step is unusable
                     failure = _short_error(error)
-                    _ignore_closed_loop_callbacks()
                 else:
                     return step, restored[_STATE], dict(restored[_META])
                 # Orbax's failed gather can orphan asyncio tasks; now that the exception (and the
