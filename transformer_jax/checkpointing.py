@@ -92,9 +92,9 @@ def _quiet_orbax() -> Iterator[None]:
 
 def _ignore_closed_loop_callbacks() -> None:
     """When a restore fails, TensorStore completes the aborted reads on its own threads and
-    calls back into the asyncio loop Orbax has closed meanwhile (during the failure or later); each callback's
-    `RuntimeError('Event loop is closed')` reaches `sys.unraisablehook`, which would print a
-    traceback for every one (dozens, at any later moment). This wraps the hook, once per
+    calls back into the asyncio loop Orbax has closed meanwhile (during the failure or later);
+    each callback's `RuntimeError('Event loop is closed')` reaches `sys.unraisablehook`, which
+    would print a traceback for every one (dozens, at any moment). This wraps the hook, once per
     process, to drop exactly those; every other unraisable exception still goes to the previous
     hook. (A process-wide hook because the callbacks come late, from threads we do not own.)"""
     previous = sys.unraisablehook
