@@ -166,7 +166,7 @@ def main(argv=None) -> int:
     results["compile_rss_mb"] = mem.peak_mb
 
     _section(f"midsize: {mid.num_layers}x(d={mid.d_model}, h={mid.num_heads}, ff={mid.d_ff}), "
-             f"T={mid.seq_len}, B={mid.batch_size}, {mid.microbatches} microbatches")
+             f"T={mid.seq_len}, B={mid.batch_size}, microbatches={mid.microbatches}")
     again = measure.matmul_peak(peak_n)  # the load may have changed: keep the best seen
     peak = {k_: max(v, again[k_]) for k_, v in peak.items()}
     print(f"matmul peak re-measured: jax {again['jax_gflops']:.1f}, torch "
@@ -252,7 +252,7 @@ def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int, trace_d
     else:
         ds, ours = measure.midsize_setup(text_path, mid, data_dir)
         title = (f"{mid.num_layers}x(d={mid.d_model}, h={mid.num_heads}), T={mid.seq_len}, "
-                 f"B={mid.batch_size}, {mid.microbatches} microbatches")
+                 f"B={mid.batch_size}, microbatches={mid.microbatches}")
     batch, rng = ds.train_batch(0, ours.train.batch_size, "decoder"), jax.random.key(1)
     compiled = ours.train_step.lower(ours.state, batch, rng).compile()
 
