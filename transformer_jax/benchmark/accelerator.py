@@ -49,13 +49,8 @@ LARGE = Sizes(batch=16, seq_len=1024, heads=16, head_dim=64, layers=12, matmul_n
 
 
 def _best_seconds(fn: Callable[[], Any], repeats: int) -> float:
-    jax.block_until_ready(fn())  # compile, warm up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return min(times)
+    """`measure.best_time` of a call that dispatches device work: waits for its results."""
+    return measure.best_time(lambda: jax.block_until_ready(fn()), repeats)
 
 
 def matmul_peak(n: int, dtype) -> float:

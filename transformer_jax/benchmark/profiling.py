@@ -256,8 +256,9 @@ def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 
     baseline, and each variant's ratio is to the baseline of its own group and rounds.
     """
     from transformer_jax.benchmark import setups
-    setups.text_dataset(text_path, setups.CharLM.seq_len, 16, data_dir=data_dir)  # prepared once,
-    # here, not by several workers at once
+    # the dataset the workers read (_make_runner's), prepared once, here, not by several at once
+    setups.text_dataset(text_path, setups.CharLM.seq_len, setups.CharLM.eval_windows,
+                        data_dir=data_dir)
     others = [n for n in dict.fromkeys(names) if n != "trainer"]
     per_group = max(group_size - 1, 1)
     out: dict[str, dict[str, float]] = {}
