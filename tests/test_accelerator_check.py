@@ -17,7 +17,7 @@ def test_smoke_checks_every_path():
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["backend"] == "cpu"
     attention = result["attention"]
-    assert len(attention) == 8  # {explicit, fused, fused_xla, fused_is_causal} x {f32, bf16}
+    assert len(attention) == 8  # {explicit, fused, fused_xla, fused_dense_mask} x {f32, bf16}
     for name, row in attention.items():
         assert "error" not in row, (name, row)
         assert row["kernel"] in ("ours", "xla"), (name, row)  # no cuDNN on a CPU

@@ -209,18 +209,28 @@ def test_pooled_head_ignores_padding(position):
     assert_close(out, out_padded)
 
 
-@pytest.mark.parametrize("arch, attn_scale", [(Arch.ENCODER, True), (Arch.DECODER, False)])
-def test_fused_attention_model_matches_explicit(arch, attn_scale):
-    """Same parameters, same outputs: ALiBi bias, padding (encoder) or causal mask (decoder), and
-    the unscaled logits all reach the fused path unchanged."""
+@pytest.mark.parametrize("arch, attn_scale, padded", [
+    (Arch.ENCODER, True, True), (Arch.DECODER, False, False), (Arch.DECODER, True, True)])
+def test_fused_attention_model_matches_explicit(arch, attn_scale, padded):
+    """Same parameters, same outputs and gradients: ALiBi bias, padding, the causal mask (which
+    the fused path gets as is_causal and key lengths, not as the dense mask) and the unscaled
+    logits all reach the fused path unchanged."""
     kwargs = dict(arch=arch, position=Position.ALIBI, attn_scale=attn_scale)
     explicit = Transformer(tiny_config(**kwargs), rngs=nnx.Rngs(0))
     fused = Transformer(tiny_config(attention=AttentionImpl.FUSED, **kwargs), rngs=nnx.Rngs(0))
     randomize_biases_and_scales(explicit, seed=3)
     nnx.update(fused, nnx.state(explicit))
     tokens = random_tokens(explicit.cfg)
-    padding = padding_mask() if arch is Arch.ENCODER else None
+    padding = padding_mask() if padded else None
     assert_close(jit_apply(fused)(tokens, padding), jit_apply(explicit)(tokens, padding))
+
+    def gradient(model):
+        graphdef, params = nnx.split(model)
+        loss = lambda p: jnp.sum(nnx.merge(graphdef, p)(tokens, padding)[0] ** 2)
+        return jax.tree.leaves(jax.jit(jax.grad(loss))(params))
+
+    for ours, reference in zip(gradient(fused), gradient(explicit)):
+        assert_close(ours, reference)
 
 
 def test_dropout_acts_only_with_a_key():

@@ -2,15 +2,17 @@
 
     from transformer_jax import scaled_dot_product_attention, MultiHeadAttention, Transformer
 """
-from transformer_jax.attention import (AttentionProbe, MultiHeadAttention, fused_attention,
+from transformer_jax.attention import (AttentionProbe, Mask, MultiHeadAttention, fused_attention,
                                        scaled_dot_product_attention)
 from transformer_jax.blocks import Block, FeedForward
 from transformer_jax.config import (Arch, AttentionImpl, ConfigError, DType, Head, ModelConfig,
                                     Norm, Position)
-from transformer_jax.model import Transformer, attention_mask, count_params
+from transformer_jax.model import (Transformer, attention_mask, count_params,
+                                   structured_attention_mask)
 
 __all__ = [
     "Arch", "AttentionImpl", "AttentionProbe", "Block", "ConfigError", "DType", "FeedForward",
-    "Head", "ModelConfig", "MultiHeadAttention", "Norm", "Position", "Transformer",
+    "Head", "Mask", "ModelConfig", "MultiHeadAttention", "Norm", "Position", "Transformer",
     "attention_mask", "count_params", "fused_attention", "scaled_dot_product_attention",
+    "structured_attention_mask",
 ]

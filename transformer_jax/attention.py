@@ -76,17 +76,40 @@ def fused_kernel(dtype, head_dim: int, device: Optional[jax.Device] = None) -> s
 
 def fused_attention(query: Array, key: Array, value: Array, *, mask: Optional[Array] = None,
                     bias: Optional[Array] = None, scale: Optional[float] = None,
+                    is_causal: bool = False, kv_lengths: Optional[Array] = None,
                     implementation: Optional[str] = None) -> Array:
     """The same function through `jax.nn.dot_product_attention` (no weights); `implementation`
-    'xla' or 'cudnn', None = `fused_kernel`'s choice (cuDNN on NVIDIA GPUs in half precision)."""
+    'xla' or 'cudnn', None = `fused_kernel`'s choice (cuDNN on NVIDIA GPUs in half precision).
+
+    is_causal (key j <= query i) and kv_lengths ([B] int32: key j < kv_lengths[b], real keys
+    first) mask without a dense mask: cuDNN then skips the masked blocks instead of reading one.
+    They combine with `mask` if both are given.
+    """
     implementation = implementation or fused_kernel(query.dtype, query.shape[-1])
     scale = query.shape[-1] ** -0.5 if scale is None else scale
     if bias is not None:
         bias = jnp.broadcast_to(bias, _logits_shape(query, key)).astype(query.dtype)
     if mask is not None:
         mask = jnp.broadcast_to(mask, _logits_shape(query, key))
+    if kv_lengths is not None:
+        kv_lengths = kv_lengths.astype(jnp.int32)
     return jax.nn.dot_product_attention(query, key, value, bias=bias, mask=mask, scale=scale,
+                                        is_causal=is_causal, key_value_seq_lengths=kv_lengths,
                                         implementation=implementation)
+
+
+class Mask(NamedTuple):
+    """An attention mask kept with what it is made of, so that each path reads the form it is
+    fast with (`model.structured_attention_mask` builds it; a plain boolean array works too).
+
+    dense: bool [B or 1, 1, Tq, Tk], True = may attend: the explicit path and the probes read it.
+    causal, kv_lengths: the same mask as "key j <= query i" and "key j < kv_lengths[b]" (real
+    tokens first: right padding): what the fused path passes on to `fused_attention`.
+    """
+
+    dense: Optional[Array]
+    causal: bool = False
+    kv_lengths: Optional[Array] = None  # [B] int32
 
 
 def _logits_shape(query: Array, key: Array) -> tuple[int, int, int, int]:
@@ -119,8 +142,8 @@ class MultiHeadAttention(nnx.Module):
         linear = lambda: Dense(d_model, d_model, dtype=dtype, rngs=rngs)
         self.query, self.key, self.value, self.out = linear(), linear(), linear(), linear()
 
-    def __call__(self, x: Array, *, mask: Optional[Array] = None, bias: Optional[Array] = None,
-                 qk_transform: Optional[QKTransform] = None, probe: bool = False
+    def __call__(self, x: Array, *, mask: Optional[Array | Mask] = None,
+                 bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None, probe: bool = False
                  ) -> tuple[Array, Optional[AttentionProbe]]:
         """Self-attention over x [B, T, d_model] -> ([B, T, d_model], probe or None).
 
@@ -133,14 +156,18 @@ class MultiHeadAttention(nnx.Module):
         if qk_transform is not None:  # e.g. rotary positions rotate q and k
             q, k = qk_transform(q, k)
         scale = self.head_dim ** -0.5 if self.attn_scale else 1.0  # the ÷√d_k switch
+        dense = mask.dense if isinstance(mask, Mask) else mask  # [B or 1, 1, T, T] or None
         found = None
         if probe or self.implementation is AttentionImpl.EXPLICIT:
-            logits = attention_logits(q, k, mask=mask, bias=bias, scale=scale)  # [B, H, T, T]
+            logits = attention_logits(q, k, mask=dense, bias=bias, scale=scale)  # [B, H, T, T]
             weights = jax.nn.softmax(logits, axis=-1)
             heads = attend(weights, v)  # [B, T, H, D]
             if probe:
-                allowed = jnp.ones(logits.shape, bool) if mask is None else mask
+                allowed = jnp.ones(logits.shape, bool) if dense is None else dense
                 found = AttentionProbe(weights, jnp.max(jnp.where(allowed, jnp.abs(logits), 0.0)))
+        elif isinstance(mask, Mask):  # causal and lengths instead of the dense mask
+            heads = fused_attention(q, k, v, bias=bias, scale=scale, is_causal=mask.causal,
+                                    kv_lengths=mask.kv_lengths)
         else:
             heads = fused_attention(q, k, v, mask=mask, bias=bias, scale=scale)
         merged = heads.reshape(batch, length, d_model)  # concat heads: [B, T, H·D]

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from transformer_jax.attention import AttentionProbe, MultiHeadAttention, QKTransform
+from transformer_jax.attention import AttentionProbe, Mask, MultiHeadAttention, QKTransform
 from transformer_jax.config import ModelConfig, Norm
 from transformer_jax.dense import Dense
 
@@ -68,8 +68,8 @@ class Block(nnx.Module):
         self.residual = cfg.residual
         self.rate = cfg.dropout
 
-    def __call__(self, x: Array, *, mask: Optional[Array] = None, bias: Optional[Array] = None,
-                 qk_transform: Optional[QKTransform] = None, key: Optional[Array] = None,
+    def __call__(self, x: Array, *, mask: Optional[Array | Mask] = None,
+                 bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None, key: Optional[Array] = None,
                  probe: bool = False) -> tuple[Array, Optional[AttentionProbe]]:
         """x [B, T, D] -> ([B, T, D], attention probe if asked)."""
         keys = [None] * 3 if key is None else list(jax.random.split(key, 3))

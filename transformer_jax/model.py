@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from transformer_jax import positions as pos
-from transformer_jax.attention import AttentionProbe
+from transformer_jax.attention import AttentionProbe, Mask
 from transformer_jax.blocks import Block, compute_dtype, dropout, layer_norm
 from transformer_jax.config import Head, ModelConfig, Norm, Position
 from transformer_jax.dense import Dense
@@ -37,6 +37,18 @@ def attention_mask(padding_mask: Optional[Array], length: int, causal: bool) -> 
         keys = padding_mask[:, None, None, :]  # [B, 1, 1, T]
         mask = keys if mask is None else mask & keys
     return mask
+
+
+def structured_attention_mask(padding_mask: Optional[Array], length: int, causal: bool
+                              ) -> Optional[Mask]:
+    """`attention_mask` together with its parts (causal; real tokens per row), so that the fused
+    path can mask without the dense [B, 1, T, T] array. The lengths assume right padding (real
+    tokens first), which every batch format here has (`data/batching.py`)."""
+    dense = attention_mask(padding_mask, length, causal)
+    if dense is None:
+        return None
+    lengths = None if padding_mask is None else jnp.sum(padding_mask, axis=-1, dtype=jnp.int32)
+    return Mask(dense, causal, lengths)  # lengths: [B]
 
 
 class StackedBlocks(nnx.Module):
@@ -80,7 +92,7 @@ class Transformer(nnx.Module):
     def __call__(self, tokens: Array, padding_mask: Optional[Array] = None, *,
                  dropout_key: Optional[Array] = None, probe: bool = False
                  ) -> tuple[Array, Optional[AttentionProbe]]:
-        """tokens [B, T] int, padding_mask [B, T] bool (True = real token).
+        """tokens [B, T] int, padding_mask [B, T] bool (True = real token; real tokens first).
 
         Returns float32 logits — [B, T, num_outputs] for a token head, [B, num_outputs] for a
         pooled head — and, with probe=True, each layer's attention weights and logit scale
@@ -102,7 +114,7 @@ class Transformer(nnx.Module):
         bias = pos.alibi_bias(cfg.num_heads, length, length) if cfg.position is Position.ALIBI else None
         rotate = (pos.rotary_qk_transform(length, cfg.head_dim)
                   if cfg.position is Position.ROTARY else None)
-        mask = attention_mask(padding_mask, length, cfg.causal)
+        mask = structured_attention_mask(padding_mask, length, cfg.causal)
         x, probes = self.layers(x, mask=mask, bias=bias, qk_transform=rotate, key=layers_key,
                                 probe=probe)
         if self.final_norm is not None:

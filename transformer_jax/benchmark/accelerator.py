@@ -3,7 +3,8 @@
 1. Attention: the fused path (`model.attention=fused`: cuDNN's flash attention on NVIDIA GPUs in
    half precision, see `attention.fused_kernel`) and XLA's fused path, each in float32 and
    bfloat16, against our explicit attention computed in float32, forward and gradient, with the
-   causal mask the model passes; and fwd+bwd time of each.
+   causal and padding mask the model passes (as flags and key lengths; `fused_dense_mask` passes
+   the dense mask instead); and fwd+bwd time of each.
 2. The device's matmul peak in float32 and bfloat16 (a jitted n³ `jnp.dot`).
 3. The train step (`steps.make_train_step`, as the trainer builds it) in {float32, bfloat16} ×
    {explicit, fused}: ms per step, model TFLOP/s (6·N + 12·L·T·d per token) and its fraction of
@@ -26,7 +27,7 @@ import numpy as np
 from transformer_jax import attention as att
 from transformer_jax.benchmark import measure, setups
 from transformer_jax.config import TrainConfig
-from transformer_jax.model import attention_mask
+from transformer_jax.model import structured_attention_mask
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -66,10 +67,13 @@ def attention_agreement(sizes: Sizes) -> dict[str, dict[str, Any]]:
     largest magnitude; ms is one forward + backward."""
     b, t, h, d = sizes.batch, sizes.seq_len, sizes.heads, sizes.head_dim
     q, k, v, cotangent = (jax.random.normal(jax.random.key(i), (b, t, h, d)) for i in range(4))
-    mask = attention_mask(None, t, causal=True)  # [1, 1, T, T], as the model passes it
+    lengths = jnp.where(jnp.arange(b) % 2 == 0, t, 3 * t // 4)  # every other row right-padded
+    padding = jnp.arange(t)[None, :] < lengths[:, None]  # [B, T]
+    mask = structured_attention_mask(padding, t, causal=True)  # as the model passes it
+    dense = mask.dense  # [B, 1, T, T]
 
     def explicit(q_, k_, v_):
-        return att.scaled_dot_product_attention(q_, k_, v_, mask=mask)[0]
+        return att.scaled_dot_product_attention(q_, k_, v_, mask=dense)[0]
 
     def vjp(fn, dtype):  # a compiled (q, k, v, cotangent) -> (out, (dq, dk, dv)) in `dtype`
         def program(*arrays):
@@ -80,13 +84,13 @@ def attention_agreement(sizes: Sizes) -> dict[str, dict[str, Any]]:
         return lambda: compiled(q, k, v, cotangent)
 
     ref_out, ref_grads = vjp(explicit, jnp.float32)()
+    fused = lambda **kw: lambda *x: att.fused_attention(*x, is_causal=True,
+                                                        kv_lengths=mask.kv_lengths, **kw)
     paths = {"explicit": lambda dtype: explicit,
-             "fused": lambda dtype: lambda *x: att.fused_attention(*x, mask=mask),
-             "fused_xla": lambda dtype: lambda *x: att.fused_attention(*x, mask=mask,
-                                                                        implementation="xla"),
-             # the causal structure as a flag instead of a mask (cuDNN's causal mask type)
-             "fused_is_causal": lambda dtype: lambda *x: jax.nn.dot_product_attention(
-                 *x, is_causal=True, implementation=att.fused_kernel(dtype, d))}
+             "fused": lambda dtype: fused(),  # causal and key lengths as flags: the model's way
+             "fused_xla": lambda dtype: fused(implementation="xla"),
+             # the same mask as a dense [B, 1, T, T] array
+             "fused_dense_mask": lambda dtype: lambda *x: att.fused_attention(*x, mask=dense)}
     results: dict[str, dict[str, Any]] = {}
     for dtype_name, dtype in DTYPES.items():
         for path, make in paths.items():
@@ -154,7 +158,7 @@ def run(sizes_by_name: dict[str, Sizes], log: Callable[[str], None] = print) -> 
     log(f"device: {device.device_kind} ({jax.default_backend()}), jax {jax.__version__}")
     out["attention"] = attention_agreement(first)
     for name, row in out["attention"].items():
-        log(f"  attention {name:20s} kernel={row['kernel']:6s} " + (
+        log(f"  attention {name:26s} kernel={row['kernel']:6s} " + (
             row["error"] if "error" in row else
             f"out_err={row['out_err']:.1e} grad_err={row['grad_err']:.1e} fwd+bwd {row['ms']:.2f} ms"))
     out["peak_tflops"] = {n: matmul_peak(first.matmul_n, dt) / 1e12 for n, dt in DTYPES.items()}
