@@ -6,6 +6,7 @@
     python scripts/benchmark.py --smoke    # seconds-sized shapes (the test suite's)
     python scripts/benchmark.py --profile  # the charlm step's variants, one worker process each
     python scripts/benchmark.py --ops midsize  # one step traced: where its time goes, per kernel
+    python scripts/benchmark.py --gemm     # the models' matmul shapes: XLA's dots vs PyTorch's
 
 Prints a table per configuration; the LAST line is one JSON object (charlm_wall_ratio_vs_torch,
 charlm_val_loss, midsize_mfu, compile_ratio_24_vs_2, ...). Timings on a shared machine are
@@ -25,6 +26,21 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 
+def _gemm(backend_list: str, smoke: bool) -> int:
+    from transformer_jax.benchmark import gemm
+    backends = [b for b in backend_list.split(",") if b]
+    unknown = sorted(set(backends) - set(gemm.BACKENDS))
+    if unknown or not backends:
+        print(f"error: --gemm_backends {backend_list!r}: unknown {unknown}; valid: "
+              f"{', '.join(gemm.BACKENDS)}", file=sys.stderr)
+        return 2
+    result = gemm.run(backends, smoke=smoke, rounds=1 if smoke else 3, log=_log)
+    print(f"\n== matmul GFLOP/s on the models' shapes (load {os.getloadavg()[0]:.1f}) ==")
+    print(gemm.format_table(result))
+    print(json.dumps({"gemm": result}))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     size = parser.add_mutually_exclusive_group()
@@ -35,6 +51,11 @@ def main(argv=None) -> int:
     parser.add_argument("--ops", choices=("charlm", "midsize"),
                         help="instead: trace that configuration's train step and show where its "
                              "time goes, kernel by kernel (op_profile)")
+    parser.add_argument("--gemm", action="store_true",
+                        help="instead: GFLOP/s of the models' matmul shapes in each XLA:CPU dot "
+                             "backend, PyTorch and NumPy (benchmark/gemm.py)")
+    parser.add_argument("--gemm_backends", default="xla,eigen,onednn,xnnpack",
+                        help="with --gemm: comma-separated XLA backends (xla = the default)")
     parser.add_argument("--trace_dir", default="",
                         help="with --ops: keep the trace there (ui.perfetto.dev, TensorBoard)")
     parser.add_argument("--profile_variants", default="",
@@ -79,6 +100,8 @@ def main(argv=None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
 
+    if args.gemm:
+        return _gemm(args.gemm_backends, smoke=args.smoke)
     if args.profile:
         from transformer_jax.benchmark import profiling
         names = [n for n in args.profile_variants.split(",") if n] or list(profiling.VARIANTS)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -178,3 +179,36 @@ def test_microbatches_make_the_update_of_one_batch():
                                    rtol=2e-5)
     assert len({float(m["loss"]) for m in out[1][1]}) == 3  # the steps train: updates matter
 
+
+
+def test_gemm_chains_compute_the_same_thing_in_every_library():
+    """The three libraries' chains are the same workload (so their GFLOP/s compare): equal
+    outputs and weight gradients after 3 steps."""
+    from transformer_jax.benchmark import gemm
+    shape = gemm.SMOKE_SHAPES[0]
+    results = [gemm.jax_chain(shape, 3)(), gemm.torch_chain(shape, 3, threads=1)(),
+               gemm.numpy_chain(shape, 3)()]
+    reference_x, reference_grad = (np.asarray(a) for a in results[2])
+    assert reference_x.shape == (shape.m, shape.k) and reference_grad.shape == (shape.k, shape.n)
+    assert np.abs(reference_grad).max() > 1.0  # the weight gradient really accumulated
+    for x, grad_w in results[:2]:
+        np.testing.assert_allclose(np.asarray(x), reference_x, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(np.asarray(grad_w), reference_grad, rtol=1e-4, atol=1e-3)
+
+
+def test_gemm_table_and_json_for_each_backend():
+    command = [sys.executable, str(REPO / "scripts" / "benchmark.py"), "--gemm", "--smoke",
+               "--gemm_backends", "xla,eigen"]
+    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert any(line.startswith("| smoke (64×32×48) |") for line in lines), proc.stdout
+    measured = json.loads(lines[-1])["gemm"]["gflops"]
+    assert set(measured) == {"jax/xla", "jax/eigen", "torch/2t", "numpy"}
+    assert all(math.isfinite(v) and v > 0 for row in measured.values() for v in row.values())
+
+    bad = subprocess.run(command[:-1] + ["xla,mkl"], cwd=REPO, capture_output=True, text=True,
+                         timeout=TIMEOUT_S)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == ("error: --gemm_backends 'xla,mkl': unknown ['mkl']; valid: "
+                                  "xla, eigen, onednn, xnnpack")

@@ -22,6 +22,8 @@ import tempfile
 import time
 from typing import Any, Callable
 
+from transformer_jax.benchmark import gemm
+
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
@@ -84,6 +86,16 @@ VARIANTS: dict[str, Variant] = {
                            flags="--xla_cpu_ftz=true"),
     "scan_10+platform_math": Variant("10 steps per call, XLA flag: platform-dependent math",
                                      "scan_10", flags="--xla_cpu_enable_platform_dependent_math=true"),
+    "scan_10+eigen_1": Variant("10 steps per call, XLA flag: single-threaded Eigen", "scan_10",
+                               flags="--xla_cpu_multi_thread_eigen=false"),
+    "scan_10+eigen_dots": Variant("10 steps per call, Eigen dots (no YNNPACK)", "scan_10",
+                                  flags=_YNN),
+    "scan_10+onednn_dots": Variant("10 steps per call, oneDNN dots (no YNNPACK)", "scan_10",
+                                   flags=gemm.BACKENDS["onednn"]),
+    "scan_10+xnnpack_dots": Variant("10 steps per call, XNNPACK dots (no YNNPACK)", "scan_10",
+                                    flags=gemm.BACKENDS["xnnpack"]),
+    "scan_10+eigen_dots_1": Variant("10 steps per call, Eigen dots (no YNNPACK), single-threaded",
+                                    "scan_10", flags=_YNN + " --xla_cpu_multi_thread_eigen=false"),
     "scan_10+lean_metrics": Variant("10 steps per call, no param/update/layer norms", "scan_10",
                                     patches=("lean_metrics",)),
     "scan_10+fused_qkv": Variant("10 steps per call, one q/k/v matmul", "scan_10",
