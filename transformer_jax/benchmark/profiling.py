@@ -94,6 +94,9 @@ VARIANTS: dict[str, Variant] = {
                                    flags=gemm.BACKENDS["onednn"]),
     "scan_10+xnnpack_dots": Variant("10 steps per call, XNNPACK dots (no YNNPACK)", "scan_10",
                                     flags=gemm.BACKENDS["xnnpack"]),
+    "scan_10+ynnpack_single_dots": Variant("10 steps per call, YNNPACK dots without fused "
+                                           "neighbours", "scan_10",
+                                           flags=_YNN + "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"),
     "scan_10+eigen_dots_1": Variant("10 steps per call, Eigen dots (no YNNPACK), single-threaded",
                                     "scan_10", flags=_YNN + " --xla_cpu_multi_thread_eigen=false"),
     "scan_10+lean_metrics": Variant("10 steps per call, no param/update/layer norms", "scan_10",
