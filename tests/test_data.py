@@ -50,6 +50,9 @@ def check_types(batch, width, pooled=False):
     assert batch["targets"].shape == batch["weights"].shape == ((b,) if pooled else (b, width))
     assert batch["inputs"].dtype == batch["targets"].dtype == np.int32
     assert batch["weights"].dtype == np.float32 and batch["padding_mask"].dtype == bool
+    # right padding, real tokens first: the fused attention path masks by these lengths alone
+    real = batch["padding_mask"]
+    assert np.array_equal(real, np.arange(width)[None, :] < lengths_of(batch)[:, None])
 
 
 def digest(batch):
