@@ -15,7 +15,8 @@ from conftest import (assert_close, copy_mha_to_torch, kernel_and_bias,
                       randomize_biases_and_scales)
 from transformer_jax import (MultiHeadAttention, attention_mask, fused_attention,
                              scaled_dot_product_attention)
-from transformer_jax.attention import attention_logits
+from transformer_jax.attention import Mask, attention_logits
+from transformer_jax.config import AttentionImpl
 
 MASK_KINDS = ("none", "causal", "padding", "random")
 
@@ -249,3 +250,20 @@ def test_fused_kernel_is_cudnn_only_where_cudnn_runs():
     assert fused_kernel(jnp.bfloat16, 64, mi300) == "xla"
     assert fused_kernel(jnp.bfloat16, 64, tpu) == "xla"
     assert fused_kernel(jnp.bfloat16, 64) == "xla"  # this machine's CPU
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_mha_reads_a_mask_in_parts_like_the_dense_one(rng, causal):
+    """Mask(dense, causal, kv_lengths) on the fused path (flags, no dense array) and a Mask with
+    no parts (the fused path then reads `dense`) give what the explicit path gives with `dense`."""
+    explicit = our_mha()
+    fused = MultiHeadAttention(D_MODEL, HEADS, implementation=AttentionImpl.FUSED,
+                               rngs=nnx.Rngs(0))
+    nnx.update(fused, nnx.state(explicit))
+    x = jnp.asarray(rng.normal(0, 1, (BATCH, LENGTH, D_MODEL)).astype(np.float32))
+    padding = jnp.asarray(np.arange(LENGTH)[None, :] < np.array([LENGTH, 4])[:, None])  # [B, T]
+    dense = attention_mask(padding, LENGTH, causal=causal)
+    reference, _ = explicit(x, mask=dense)
+    in_parts = Mask(dense, causal, jnp.sum(padding, axis=-1, dtype=jnp.int32))
+    assert_close(fused(x, mask=in_parts)[0], reference)
+    assert_close(fused(x, mask=Mask(dense, False, None))[0], reference)

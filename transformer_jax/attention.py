@@ -104,12 +104,13 @@ class Mask(NamedTuple):
 
     dense: bool [B or 1, 1, Tq, Tk], True = may attend: the explicit path and the probes read it.
     causal, kv_lengths: the same mask as "key j <= query i" and "key j < kv_lengths[b]" (real
-    tokens first: right padding): what the fused path passes on to `fused_attention`.
+    tokens first: right padding): what the fused path passes on to `fused_attention`. With
+    neither (causal False, kv_lengths None) the fused path reads `dense` too.
     """
 
-    dense: Optional[Array]
-    causal: bool = False
-    kv_lengths: Optional[Array] = None  # [B] int32
+    dense: Array
+    causal: bool
+    kv_lengths: Optional[Array]  # [B] int32, or None: no padding
 
 
 def _logits_shape(query: Array, key: Array) -> tuple[int, int, int, int]:
@@ -143,8 +144,8 @@ class MultiHeadAttention(nnx.Module):
         self.query, self.key, self.value, self.out = linear(), linear(), linear(), linear()
 
     def __call__(self, x: Array, *, mask: Optional[Array | Mask] = None,
-                 bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None, probe: bool = False
-                 ) -> tuple[Array, Optional[AttentionProbe]]:
+                 bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None,
+                 probe: bool = False) -> tuple[Array, Optional[AttentionProbe]]:
         """Self-attention over x [B, T, d_model] -> ([B, T, d_model], probe or None).
 
         probe=True also returns the weights and the logit scale (a separate compiled program:
@@ -165,10 +166,10 @@ class MultiHeadAttention(nnx.Module):
             if probe:
                 allowed = jnp.ones(logits.shape, bool) if dense is None else dense
                 found = AttentionProbe(weights, jnp.max(jnp.where(allowed, jnp.abs(logits), 0.0)))
-        elif isinstance(mask, Mask):  # causal and lengths instead of the dense mask
+        elif isinstance(mask, Mask) and (mask.causal or mask.kv_lengths is not None):
             heads = fused_attention(q, k, v, bias=bias, scale=scale, is_causal=mask.causal,
-                                    kv_lengths=mask.kv_lengths)
+                                    kv_lengths=mask.kv_lengths)  # no dense mask read
         else:
-            heads = fused_attention(q, k, v, mask=mask, bias=bias, scale=scale)
+            heads = fused_attention(q, k, v, mask=dense, bias=bias, scale=scale)
         merged = heads.reshape(batch, length, d_model)  # concat heads: [B, T, H·D]
         return self.out(merged), found

@@ -69,8 +69,9 @@ class Block(nnx.Module):
         self.rate = cfg.dropout
 
     def __call__(self, x: Array, *, mask: Optional[Array | Mask] = None,
-                 bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None, key: Optional[Array] = None,
-                 probe: bool = False) -> tuple[Array, Optional[AttentionProbe]]:
+                 bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None,
+                 key: Optional[Array] = None, probe: bool = False
+                 ) -> tuple[Array, Optional[AttentionProbe]]:
         """x [B, T, D] -> ([B, T, D], attention probe if asked)."""
         keys = [None] * 3 if key is None else list(jax.random.split(key, 3))
         y, found = self.attention(_maybe(self.norm_before_attention, x), mask=mask, bias=bias,

@@ -181,7 +181,8 @@ def format_table(result: dict[str, Any]) -> str:
     """Markdown: one row per shape, GFLOP/s per library, and the best JAX over PyTorch."""
     libraries = list(result["gflops"])
     torch_name = next(name for name in libraries if name.startswith("torch/"))
-    header = ["shape (m×k×n; forward, input and weight gradient)"] + libraries + ["best jax / torch"]
+    header = (["shape (m×k×n; forward, input and weight gradient)"] + libraries
+              + ["best jax / torch"])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for shape in result["shapes"]:
         name = shape["name"]
