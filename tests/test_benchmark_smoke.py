@@ -180,6 +180,30 @@ def test_microbatches_make_the_update_of_one_batch():
     assert len({float(m["loss"]) for m in out[1][1]}) == 3  # the steps train: updates matter
 
 
+def test_fused_qkv_candidate_computes_what_the_model_computes():
+    """The `fused_qkv` preview patch (one q/k/v matmul) leaves the model's outputs as they are,
+    with causal and padding masks. Patches are process-wide, so it runs in its own process."""
+    script = """
+import sys, jax, jax.numpy as jnp, numpy as np
+sys.path.insert(0, "tests")
+from conftest import tiny_config
+from flax import nnx
+from transformer_jax import Transformer
+from transformer_jax.benchmark import candidates
+model = Transformer(tiny_config(num_outputs=13), rngs=nnx.Rngs(0))
+tokens = jnp.asarray(np.random.default_rng(0).integers(1, 13, (2, 8)))
+padding = jnp.arange(8)[None, :] < jnp.array([8, 5])[:, None]
+before = model(tokens, padding)[0]
+candidates.apply(["fused_qkv"])
+after = model(tokens, padding)[0]
+np.testing.assert_allclose(np.asarray(after), np.asarray(before), rtol=1e-5, atol=1e-5)
+print("same")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "same"
+
 
 def test_gemm_chains_compute_the_same_thing_in_every_library():
     """The three libraries' chains are the same workload (so their GFLOP/s compare): equal

@@ -143,6 +143,12 @@ class MultiHeadAttention(nnx.Module):
         linear = lambda: Dense(d_model, d_model, dtype=dtype, rngs=rngs)
         self.query, self.key, self.value, self.out = linear(), linear(), linear(), linear()
 
+    def project(self, x: Array) -> tuple[Array, Array, Array]:
+        """x [B, T, d_model] -> q, k, v [B, T, H, D]: W_q, W_k, W_v, then the split into heads."""
+        batch, length, _ = x.shape
+        split = lambda t: t.reshape(batch, length, self.num_heads, self.head_dim)  # noqa: E731
+        return split(self.query(x)), split(self.key(x)), split(self.value(x))
+
     def __call__(self, x: Array, *, mask: Optional[Array | Mask] = None,
                  bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None,
                  probe: bool = False) -> tuple[Array, Optional[AttentionProbe]]:
@@ -152,8 +158,7 @@ class MultiHeadAttention(nnx.Module):
         the training step, which never asks, pays nothing for it).
         """
         batch, length, d_model = x.shape
-        split = lambda t: t.reshape(batch, length, self.num_heads, self.head_dim)  # [B, T, H, D]
-        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        q, k, v = self.project(x)  # [B, T, H, D] each
         if qk_transform is not None:  # e.g. rotary positions rotate q and k
             q, k = qk_transform(q, k)
         scale = self.head_dim ** -0.5 if self.attn_scale else 1.0  # the ÷√d_k switch
