@@ -102,7 +102,8 @@ def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
     in one compiled program (`over_replicas`).
     diagnostics=False leaves out DIAGNOSTICS (param_norm, update_norm, layer_grad_norm): more
     passes over all parameters, which cost the char-LM step 7 % (`--profile`, scan_10 vs
-    scan_10+lean_metrics); the trainer computes them on the steps it logs (`make_multi_step`).
+    scan_10+lean_metrics); the trainer computes them on the steps it logs
+    (`make_logged_multi_step`).
     microbatches=m: the forward and backward run as m independent passes over strided slices of
     the batch, their gradients and metrics combined by weight (`combine_microbatches`): the same
     update to float rounding (dropout masks differ). XLA:CPU runs independent passes on
@@ -151,16 +152,24 @@ def combine_microbatches(results, parts) -> tuple[Array, dict, Any]:
     gradients weighted like the loss, max_abs_logit the max."""
     sums = [weighted_sums(metrics, part) for ((_, metrics), _), part in zip(results, parts)]
     total = {k: sum(s[k] for s in sums) for k in sums[0]}
-    weight = jnp.maximum(total["weight"], 1e-9)
-    metrics = {k: v / weight for k, v in total.items()
-               if k not in ("weight", "seq_accuracy", "sequences")}
+    metrics = means_of_sums(total, jnp.maximum)
     metrics["weight"] = total["weight"]
     metrics["max_abs_logit"] = jnp.max(jnp.stack([m["max_abs_logit"] for (_, m), _ in results]))
-    if "sequences" in total:
-        metrics["seq_accuracy"] = total["seq_accuracy"] / jnp.maximum(total["sequences"], 1)
-    shares = [s["weight"] / weight for s in sums]
-    grads = jax.tree.map(lambda *gs: sum(g * w for g, w in zip(gs, shares)), *[g for _, g in results])
+    shares = [s["weight"] / jnp.maximum(total["weight"], 1e-9) for s in sums]
+    grads = jax.tree.map(lambda *gs: sum(g * w for g, w in zip(gs, shares)),
+                         *[g for _, g in results])
     return metrics["loss"], metrics, grads
+
+
+def means_of_sums(sums: dict[str, Any], maximum: Callable = max) -> dict[str, Any]:
+    """`weighted_sums`, added up over (micro)batches -> the means of their union: every sum over
+    the total weight, seq_accuracy over the real sequences. `maximum` floors the divisors:
+    `max` for host floats, `jnp.maximum` inside a compiled step."""
+    out = {k: v / maximum(sums["weight"], 1e-9) for k, v in sums.items()
+           if k not in ("weight", "sequences", "seq_accuracy")}
+    if "seq_accuracy" in sums:
+        out["seq_accuracy"] = sums["seq_accuracy"] / maximum(sums["sequences"], 1e-9)
+    return out
 
 
 def weighted_sums(metrics: dict[str, Array], batch: Batch) -> dict[str, Array]:
@@ -180,6 +189,17 @@ def weighted_sums(metrics: dict[str, Array], batch: Batch) -> dict[str, Array]:
 def stack_batches(batches) -> Batch:
     """Batches (dicts of arrays) -> one with a new leading axis on every array (host numpy)."""
     return jax.tree.map(lambda *xs: np.stack(xs), *batches)
+
+
+def make_logged_multi_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
+                           tx: optax.GradientTransformation, schedule: optax.Schedule,
+                           logged_step: Callable, *, replicas: bool = False,
+                           microbatches: int = 1) -> Callable:
+    """The trainer's k-step call (`train.steps_per_call`): k - 1 steps without DIAGNOSTICS, then
+    `logged_step` (the `make_train_step` with them) on the batch the trainer logs."""
+    lean_step = make_train_step(graphdef, model_cfg, tx, schedule, replicas=replicas,
+                                diagnostics=False, microbatches=microbatches)
+    return make_multi_step(lean_step, last_step=logged_step)
 
 
 def make_multi_step(train_step: Callable, last_step: Optional[Callable] = None) -> Callable:
@@ -238,10 +258,7 @@ def make_eval_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig, *, replicas: 
 
 def finish_eval(sums: dict[str, float], bits_name: str = "bits_per_token") -> dict[str, float]:
     """Turns summed eval metrics into means; adds bits per token or character (loss / ln 2)."""
-    out = {k: v / max(sums["weight"], 1e-9) for k, v in sums.items()
-           if k not in ("weight", "sequences", "seq_accuracy")}
-    if "seq_accuracy" in sums:
-        out["seq_accuracy"] = sums["seq_accuracy"] / max(sums["sequences"], 1e-9)
+    out = means_of_sums(sums)
     out[bits_name] = out["loss"] / math.log(2)
     return out
 

@@ -187,9 +187,9 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
 
     run_steps = None  # k steps per call: the logged (last) one with diagnostics, the rest without
     if train_cfg.steps_per_call > 1:
-        lean_step = steps.make_train_step(graphdef, model_cfg, tx, schedule, replicas=True,
-                                          diagnostics=False, microbatches=train_cfg.microbatches)
-        run_steps = steps.make_multi_step(lean_step, last_step=train_step)
+        run_steps = steps.make_logged_multi_step(graphdef, model_cfg, tx, schedule, train_step,
+                                                 replicas=True,
+                                                 microbatches=train_cfg.microbatches)
     boundaries = (train_cfg.log_every, train_cfg.eval_every, train_cfg.checkpoint_every)
 
     with sigterm_requests_stop() as stop_requested:

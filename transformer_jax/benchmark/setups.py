@@ -84,7 +84,6 @@ class Ours:
     graphdef: Any
     state: dict
     train_step: Any  # jitted, state donated
-    lean_step: Any  # the same without diagnostics (the trainer's k-step calls, but the last)
     eval_step: Any
     schedule: Any
     tx: Any
@@ -94,14 +93,15 @@ class Ours:
         graphdef, params = train.init_model(model, seed)
         tx, schedule = steps.make_optimizer(tcfg)
         state = {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
-        make = lambda **kw: steps.make_train_step(graphdef, model, tx, schedule,  # noqa: E731
-                                                  microbatches=tcfg.microbatches, **kw)
-        return cls(model, tcfg, graphdef, state, make(), make(diagnostics=False),
+        train_step = steps.make_train_step(graphdef, model, tx, schedule,
+                                           microbatches=tcfg.microbatches)
+        return cls(model, tcfg, graphdef, state, train_step,
                    steps.make_eval_step(graphdef, model), schedule, tx)
 
     def multi_step(self):
         """k steps per call, as the trainer builds it (`train.steps_per_call`)."""
-        return steps.make_multi_step(self.lean_step, last_step=self.train_step)
+        return steps.make_logged_multi_step(self.graphdef, self.model, self.tx, self.schedule,
+                                            self.train_step, microbatches=self.train.microbatches)
 
     def evaluate(self, batches) -> float:
         """Mean eval loss over the batches (weighted, as `train.evaluate` sums it)."""
