@@ -27,13 +27,13 @@ import numpy as np
 from transformer_jax.benchmark import measure
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_NO_YNN = "--xla_cpu_experimental_ynn_fusion_type="
+YNN_FUSION_TYPE = "--xla_cpu_experimental_ynn_fusion_type="  # + which fusions go to YNNPACK
 _ONE_DOT = "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"
 BACKENDS: dict[str, str] = {  # name -> XLA_FLAGS of its worker
     "xla": "",  # as the project runs: XLA's default (YNNPACK dots in jaxlib 0.10.2)
-    "eigen": _NO_YNN,
-    "onednn": f"{_NO_YNN} --xla_cpu_experimental_onednn_fusion_type={_ONE_DOT}",
-    "xnnpack": f"{_NO_YNN} --xla_cpu_experimental_xnn_fusion_type={_ONE_DOT}",
+    "eigen": YNN_FUSION_TYPE,  # alone (an empty list): no YNNPACK dots, so Eigen's
+    "onednn": f"{YNN_FUSION_TYPE} --xla_cpu_experimental_onednn_fusion_type={_ONE_DOT}",
+    "xnnpack": f"{YNN_FUSION_TYPE} --xla_cpu_experimental_xnn_fusion_type={_ONE_DOT}",
 }
 
 
@@ -125,20 +125,21 @@ def numpy_chain(shape: Shape, steps: int) -> Chain:
     return chain
 
 
-def chain_gflops(shape: Shape, steps: int, chain: Chain, repeats: int) -> float:
-    """The chain's GFLOP/s, best of `repeats` runs after a warm-up (compile, page faults)."""
-    return shape.flops_per_step * steps / measure.best_time(chain, repeats) / 1e9
-
-
-def _steps(shape: Shape) -> int:
-    """Enough iterations for ~20 ms of work at 200 GFLOP/s: at least 2, at most 200."""
-    return min(200, max(2, int(4e9 / shape.flops_per_step)))
+def chain_gflops(make_chain: Callable[[Shape, int], Chain], shapes: tuple[Shape, ...],
+                 repeats: int) -> dict[str, float]:
+    """{shape name: GFLOP/s} of `make_chain(shape, steps)`'s chain, best of `repeats` runs after
+    a warm-up (compile, page faults); steps: enough for ~20 ms at 200 GFLOP/s, 2 to 200."""
+    out = {}
+    for shape in shapes:
+        steps = min(200, max(2, int(4e9 / shape.flops_per_step)))
+        seconds = measure.best_time(make_chain(shape, steps), repeats)
+        out[shape.name] = shape.flops_per_step * steps / seconds / 1e9
+    return out
 
 
 def worker(shapes: tuple[Shape, ...], repeats: int) -> dict[str, float]:
     """This process's JAX (its XLA_FLAGS decide the backend): {shape name: GFLOP/s}."""
-    return {s.name: chain_gflops(s, _steps(s), jax_chain(s, _steps(s)), repeats)
-            for s in shapes}
+    return chain_gflops(jax_chain, shapes, repeats)
 
 
 def run(backends: list[str], smoke: bool = False, repeats: int = 5, rounds: int = 3,
@@ -166,12 +167,9 @@ def run(backends: list[str], smoke: bool = False, repeats: int = 5, rounds: int 
                 raise RuntimeError(f"gemm worker for backend {name!r} failed:\n"
                                    f"{proc.stderr[-2000:]}")
             keep_best(f"jax/{name}", json.loads(proc.stdout.strip().splitlines()[-1]))
-        keep_best(f"torch/{torch_threads}t", {
-            s.name: chain_gflops(s, _steps(s), torch_chain(s, _steps(s), torch_threads),
-                                 repeats) for s in shapes})
-        keep_best("numpy", {
-            s.name: chain_gflops(s, _steps(s), numpy_chain(s, _steps(s)), repeats)
-            for s in shapes})
+        keep_best(f"torch/{torch_threads}t", chain_gflops(
+            lambda shape, steps: torch_chain(shape, steps, torch_threads), shapes, repeats))
+        keep_best("numpy", chain_gflops(numpy_chain, shapes, repeats))
         log(f"  gemm round {round_index + 1}/{rounds} done")
     return {"shapes": [dataclasses.asdict(s) for s in shapes], "gflops": gflops,
             "rounds": rounds}

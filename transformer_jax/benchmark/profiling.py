@@ -34,7 +34,7 @@ class Variant:
     patches: tuple[str, ...] = ()  # candidates.PATCHES applied in the worker
 
 
-_YNN = "--xla_cpu_experimental_ynn_fusion_type="
+_YNN = gemm.YNN_FUSION_TYPE  # alone: no YNNPACK fusions (Eigen dots)
 _BOTH = ("fused_qkv", "lean_metrics")
 VARIANTS: dict[str, Variant] = {
     "trainer": Variant("baseline: one call per step + device_get(metrics), as train.py "
