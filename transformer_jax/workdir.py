@@ -19,6 +19,9 @@ CONFIG_FILE, STATUS_FILE = "config.json", "status.json"
 NOT_IDENTITY = ("train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
                 "data.data_dir", "train.num_devices", "train.steps_per_call")
 # (devices and steps per call change how a step runs, not its result beyond float rounding)
+# Fields added after runs existed, with the value that computes what runs without them did: a
+# config.json that lacks one of them resumes under exactly that value, and no other.
+ADDED_FIELDS = {"model.norm_type": "layernorm", "model.qk_norm": False}
 
 
 class WorkdirError(ValueError):
@@ -38,6 +41,7 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     a, b = flatten(old), flatten(new)
+    a = {**{k: v for k, v in ADDED_FIELDS.items() if k in b}, **a}  # an older run's implicit values
     keys = sorted((set(a) | set(b)) - set(NOT_IDENTITY))
     return [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in keys
             if a.get(k) != b.get(k)]
