@@ -22,6 +22,7 @@ INSTALL_REQUIRES = [
     "matplotlib==3.11.2",
     "numpy==2.4.6",
     "psutil==7.2.2",
+    "scipy==1.17.1",  # bootstrap intervals in study verdicts (also a jax dependency)
 ]
 
 TEST_REQUIRES = [

@@ -10,7 +10,7 @@ import pytest
 
 from transformer_jax import cli, report, sweep, workdir as workdir_lib
 from transformer_jax.config import ConfigError
-from transformer_jax.study import Comparison, Expectation, Study, load_config, load_study
+from transformer_jax.study import Comparison, Expectation, Study, Verdict, load_config, load_study
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ("scaling", "positions", "residuals", "norm_placement", "length_generalization")
@@ -21,7 +21,7 @@ def _compilation_cache():
     cli.enable_compilation_cache()
 
 
-def tiny_study(data_dir: Path, probes=None) -> Study:
+def tiny_study(data_dir: Path, probes=None, seeds=(0,), analyses=()) -> Study:
     base = load_config(REPO / "configs/synthetic.py", "tiny,task=sort")
     base.unlock()
     base.data.data_dir = str(data_dir)
@@ -29,10 +29,10 @@ def tiny_study(data_dir: Path, probes=None) -> Study:
     return Study(
         name="tiny", claim="scaling helps", published="none", base=base,
         variants={"scaled": {"model.attn_scale": True}, "unscaled": {"model.attn_scale": False}},
-        seeds=(0,), metrics=("eval/accuracy", "eval/loss"),
+        seeds=seeds, metrics=("eval/accuracy", "eval/loss"),
         expectations=(Expectation("scaled is not worse", "eval/loss", "scaled",
                                   Comparison.BETTER, -10.0, b="unscaled", higher_is_better=False),),
-        probes=probes)
+        probes=probes, analyses=analyses)
 
 
 def _hashes(root: Path) -> dict[str, str]:
@@ -41,18 +41,25 @@ def _hashes(root: Path) -> dict[str, str]:
 
 
 def test_sweep_end_to_end_then_rerun_changes_no_run(tmp_path):
-    study = tiny_study(tmp_path / "data", probes=lambda root: "probe table")
+    study = tiny_study(tmp_path / "data", probes=lambda root: "probe table", seeds=(0, 1),
+                       analyses=(lambda root, runs: f"analysed {len(runs)} runs",))
     root = tmp_path / "study"
     assert sweep.run_study(study, str(root))
     for name in ("curves.png", "summary.csv", "summary.md", "verdict.md"):
         assert (root / name).stat().st_size > 0, name
     verdict = (root / "verdict.md").read_text()
-    assert "scaling helps" in verdict and "holds" in verdict and "probe table" in verdict
+    assert "scaling helps" in verdict and "probe table" in verdict
+    row = next(l for l in verdict.splitlines() if l.startswith("| scaled is not worse |"))
+    assert row.endswith("| holds |") and "≥ -10" in row and row.count("[") == 1  # the interval
+    assert "the claim holds on this run** (1 hold, 0 do not hold, 0 inconclusive" in verdict
+    assert "## Analysis\n\nanalysed 4 runs" in verdict
+    assert "95 % interval" in (root / "summary.md").read_text()
     rows = (root / "summary.csv").read_text().splitlines()
-    assert rows[0].startswith("variant,seed,state,steps") and len(rows) == 3
+    assert rows[0].startswith("variant,seed,state,steps") and len(rows) == 5
     for variant in ("scaled", "unscaled"):
-        status = workdir_lib.read_status(root / variant / "seed_0")
-        assert status["state"] == "finished" and status["step"] == 6
+        for seed in (0, 1):
+            status = workdir_lib.read_status(root / variant / f"seed_{seed}")
+            assert status["state"] == "finished" and status["step"] == 6
     runs_before = {k: v for k, v in _hashes(root).items() if "seed_" in k}
     assert sweep.run_study(study, str(root))  # everything already ended: nothing retrained
     assert {k: v for k, v in _hashes(root).items() if "seed_" in k} == runs_before
@@ -105,41 +112,51 @@ def test_bad_jobs_is_one_line_and_exit_2(tmp_path, jobs, fragment):
     assert "Traceback" not in result.stderr and not (tmp_path / "study").exists()
 
 
-RESULTS = {"a": [0.9, 0.8, 0.85], "b": [0.5, 0.55, 0.6], "diverged": [0.5, 0.55, math.nan]}
+RESULTS = {"a": {0: 0.9, 1: 0.8, 2: 0.85}, "b": {0: 0.5, 1: 0.55, 2: 0.6},
+           "diverged": {0: 0.5, 1: 0.55, 2: math.nan}}  # seed -> final value
 
 
-@pytest.mark.parametrize("expectation, holds", [
-    (Expectation("", "m", "a", Comparison.BETTER, 0.2, b="b"), True),
-    (Expectation("", "m", "a", Comparison.BETTER, 0.4, b="b"), False),
-    (Expectation("", "m", "b", Comparison.BETTER, 0.0, b="a"), False),
-    (Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b", higher_is_better=False), False),
-    # a diverged run (nan) counts as the worst possible value: -inf accuracy, +inf loss
-    (Expectation("", "m", "a", Comparison.BETTER, 10.0, b="diverged"), True),
-    (Expectation("", "m", "a", Comparison.BETTER, 10.0, b="diverged", higher_is_better=False), True),
-    (Expectation("", "m", "diverged", Comparison.BETTER, -10.0, b="a", higher_is_better=False), False),
-    (Expectation("", "m", "a", Comparison.WITHIN, 0.1, b="b"), False),
-    (Expectation("", "m", "a", Comparison.AT_MOST, 0.9), True),
-    (Expectation("", "m", "a", Comparison.AT_MOST, 0.8), False),
+@pytest.mark.parametrize("expectation, verdict", [
+    (Expectation("", "m", "a", Comparison.BETTER, 0.2, b="b"), Verdict.HOLDS),
+    (Expectation("", "m", "a", Comparison.BETTER, 0.4, b="b"), Verdict.INCONCLUSIVE),  # [0.25, 0.4]
+    (Expectation("", "m", "a", Comparison.BETTER, 0.5, b="b"), Verdict.FAILS),
+    (Expectation("", "m", "b", Comparison.BETTER, 0.0, b="a"), Verdict.FAILS),
+    (Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b", higher_is_better=False), Verdict.FAILS),
+    # a diverged run counts as the worst finished run of the metric (0.5 accuracy, 0.9 loss)
+    (Expectation("", "m", "a", Comparison.BETTER, 0.2, b="diverged"), Verdict.HOLDS),
+    (Expectation("", "m", "a", Comparison.BETTER, 0.45, b="diverged"), Verdict.FAILS),
+    # as a loss, gains a − diverged per seed: 0.4, 0.25, −0.05 (the diverged seed counts as 0.9)
+    (Expectation("", "m", "diverged", Comparison.BETTER, 0.0, b="a", higher_is_better=False),
+     Verdict.INCONCLUSIVE),
+    (Expectation("", "m", "diverged", Comparison.BETTER, 0.45, b="a", higher_is_better=False),
+     Verdict.FAILS),
+    (Expectation("", "m", "a", Comparison.WITHIN, 0.1, b="b"), Verdict.FAILS),
+    (Expectation("", "m", "a", Comparison.AT_MOST, 0.9), Verdict.HOLDS),
+    (Expectation("", "m", "a", Comparison.AT_MOST, 0.75), Verdict.FAILS),
 ])
-def test_verdict_logic_on_constructed_results(expectation, holds):
-    ok, measured = expectation.judge(RESULTS)
-    assert ok is holds and "a:" in measured
+def test_verdict_logic_on_constructed_results(expectation, verdict):
+    judgement = expectation.judge(RESULTS)
+    assert judgement.verdict is verdict and judgement.holds is (verdict is Verdict.HOLDS)
+    assert judgement.values["a"] == RESULTS["a"]
 
 
 def test_within_is_relative():
     e = Expectation("", "m", "a", Comparison.WITHIN, 0.05, b="b")
-    assert e.judge({"a": [1.04], "b": [1.0]})[0]
-    assert not e.judge({"a": [1.06], "b": [1.0]})[0]
+    assert e.judge({"a": {0: 1.04, 1: 1.04}, "b": {0: 1.0, 1: 1.0}}).holds
+    assert e.judge({"a": {0: 1.06, 1: 1.06}, "b": {0: 1.0, 1: 1.0}}).verdict is Verdict.FAILS
 
 
 def test_final_value_and_verdict_markdown_mark_diverged_runs(tmp_path):
-    study = tiny_study(tmp_path)
+    study = tiny_study(tmp_path, seeds=(0, 1))
     runs = {("scaled", 0): {"status": {"state": "finished"}, "curves": {"eval/loss": [(3, 2.0), (6, 1.5)]}},
-            ("unscaled", 0): {"status": {"state": "diverged"}, "curves": {"eval/loss": [(3, 2.5)]}}}
+            ("scaled", 1): {"status": {"state": "finished"}, "curves": {"eval/loss": [(3, 2.0), (6, 1.7)]}},
+            ("unscaled", 0): {"status": {"state": "diverged"}, "curves": {"eval/loss": [(3, 2.5)]}},
+            ("unscaled", 1): {"status": {"state": "finished"}, "curves": {"eval/loss": [(6, 1.6)]}}}
     assert report.final_value(runs[("scaled", 0)], "eval/loss") == 1.5
     assert math.isnan(report.final_value(runs[("unscaled", 0)], "eval/loss"))
     text = report.verdict_markdown(study, runs)
-    assert "| scaled is not worse |" in text and "holds" in text
+    row = next(l for l in text.splitlines() if l.startswith("| scaled is not worse |"))
+    assert "unscaled: diverged→1.7, 1.6" in row and row.endswith("| holds |")  # worst loss: 1.7
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

@@ -1,5 +1,7 @@
 """A study's written results, read back from the runs' own TensorBoard files and status files:
-curves.png, summary.csv, summary.md, verdict.md (and the step-0 probes, if the study has some).
+curves.png, summary.csv, summary.md, verdict.md (and the step-0 probes and the study's analyses,
+if it has some). Every mean over seeds comes with its 95 % bootstrap interval
+(`study.INTERVAL_METHOD`): with 3 seeds a "holds" must survive the seed-to-seed spread.
 """
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from transformer_jax import jobs, workdir as workdir_lib
-from transformer_jax.study import Study
+from transformer_jax.study import (Comparison, Expectation, INTERVAL_METHOD, Judgement, Study,
+                                   Verdict, bootstrap_interval)
 from transformer_jax.summaries import read_scalars
 
 Curve = list[tuple[int, float]]
@@ -42,7 +45,13 @@ def write_report(study: Study, root: Path) -> None:
     _write_csv(rows, root / "summary.csv")
     (root / "summary.md").write_text(_summary_markdown(study, runs))
     probes = jobs.run_probes(study, root)
-    (root / "verdict.md").write_text(verdict_markdown(study, runs, probes))
+    analysis = "\n\n".join(f(root, runs) for f in study.analyses)
+    (root / "verdict.md").write_text(verdict_markdown(study, runs, probes, analysis))
+
+
+def final_values(study: Study, runs, metric: str) -> dict[str, dict[int, float]]:
+    """variant -> seed -> the metric's final value (nan: diverged or missing)."""
+    return {v: {s: final_value(runs[(v, s)], metric) for s in study.seeds} for v in study.variants}
 
 
 def _rows(study: Study, runs) -> list[dict[str, Any]]:
@@ -62,46 +71,92 @@ def _write_csv(rows: list[dict[str, Any]], path: Path) -> None:
         writer.writerows(rows)
 
 
-def _mean_std(values: list[float]) -> str:
-    finite = [v for v in values if math.isfinite(v)]
-    if not finite:
+def _mean_std_interval(values: list[float]) -> str:
+    """'mean ± std [95 % interval of the mean]' over the finite values (diverged runs are
+    counted in their own column)."""
+    finite = np.array([v for v in values if math.isfinite(v)])  # (seeds,)
+    if not len(finite):
         return "—"
-    return f"{np.mean(finite):.4g} ± {np.std(finite):.2g}" if len(finite) > 1 else f"{finite[0]:.4g}"
+    if len(finite) == 1:
+        return f"{finite[0]:.4g}"
+    low, high = bootstrap_interval(lambda x, axis=-1: np.mean(x, axis), [finite], paired=False)
+    return f"{np.mean(finite):.4g} ± {np.std(finite):.2g} [{low:.4g}, {high:.4g}]"
 
 
 def _summary_markdown(study: Study, runs) -> str:
     header = ["variant", "overrides", "diverged"] + list(study.metrics)
-    lines = [f"# {study.name}: final metrics (mean ± std over seeds {list(study.seeds)})", "",
+    lines = [f"# {study.name}: final metrics (mean ± std [95 % interval] over seeds "
+             f"{list(study.seeds)}, diverged runs left out)", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for variant, overrides in study.variants.items():
         seeds = [runs[(variant, s)] for s in study.seeds]
         diverged = sum(r["status"].get("state") == "diverged" for r in seeds)
         cells = [variant, ", ".join(f"{k}={v}" for k, v in overrides.items()) or "(base)",
                  f"{diverged}/{len(seeds)}"]
-        cells += [_mean_std([final_value(r, m) for r in seeds]) for m in study.metrics]
+        cells += [_mean_std_interval([final_value(r, m) for r in seeds]) for m in study.metrics]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Per seed: summary.csv. Curves: curves.png and `tensorboard --logdir` on this directory."]
+    lines += ["", f"Intervals: {INTERVAL_METHOD}.",
+              "Per seed: summary.csv. Curves: curves.png and `tensorboard --logdir` on this directory."]
     return "\n".join(lines) + "\n"
 
 
-def verdict_markdown(study: Study, runs, probes: str = "") -> str:
+VERDICT_HEADER = ["expected", "per-seed values", "effect", "95 % interval", "threshold", "verdict"]
+
+
+def verdict_markdown(study: Study, runs, probes: str = "", analysis: str = "") -> str:
     lines = [f"# {study.name}", "", f"**Claim.** {study.claim}", "",
              f"**Published.** {study.published}", "",
-             "| expected | measured | verdict |", "|---|---|---|"]
-    held = []
+             "| " + " | ".join(VERDICT_HEADER) + " |", "|" + "---|" * len(VERDICT_HEADER)]
+    verdicts = []
     for e in study.expectations:
-        final = {v: [final_value(runs[(v, s)], e.metric) for s in study.seeds]
-                 for v in filter(None, (e.a, e.b))}
-        ok, measured = e.judge(final)
-        held.append(ok)
-        lines.append(f"| {e.text} | {measured} | {'holds' if ok else 'does not hold'} |")
-    overall = "holds" if all(held) else ("partly holds" if any(held) else "does not hold")
-    lines += ["", f"**Verdict: the claim {overall} on this run** "
-              f"({sum(held)}/{len(held)} expectations; seeds {list(study.seeds)}).", ""]
+        judgement = e.judge(final_values(study, runs, e.metric))  # every variant: default `worst`
+        verdicts.append(judgement.verdict)
+        lines.append("| " + " | ".join(verdict_cells(e, judgement)) + " |")
+    lines += ["", overall_line(verdicts, study.seeds), "",
+              f"Effect: a − b (sign so that > 0 is better), the relative gap (a − b)/|b|, or the "
+              f"mean of a. Intervals: {INTERVAL_METHOD}; with 3 seeds they are about the range "
+              f"of the per-seed values. A diverged run counts as the expectation's `worst` value "
+              f"(default: the worst finished run of that metric in the study).", ""]
     lines += ["![curves](curves.png)", ""]
     if probes:
         lines += ["## Step-0 probes (no training)", "", probes, ""]
+    if analysis:
+        lines += ["## Analysis", "", analysis, ""]
     return "\n".join(lines)
+
+
+def overall_line(verdicts: list[Verdict], seeds) -> str:
+    counts = {v: verdicts.count(v) for v in Verdict}
+    held, failed = counts[Verdict.HOLDS], counts[Verdict.FAILS]
+    overall = ("holds" if held == len(verdicts) else "partly holds" if held
+               else "does not hold" if failed else "is inconclusive")
+    return (f"**Verdict: the claim {overall} on this run** ({held} hold, {failed} do not hold, "
+            f"{counts[Verdict.INCONCLUSIVE]} inconclusive of {len(verdicts)} expectations; "
+            f"seeds {list(seeds)}).")
+
+
+def verdict_cells(e: Expectation, j: Judgement) -> list[str]:
+    """One row of verdict.md: expected, per-seed values, effect, interval, threshold, verdict."""
+    percent = e.comparison is Comparison.WITHIN
+    number = (lambda x: f"{x:+.1%}") if percent else (lambda x: f"{x:.4g}")
+    if e.comparison is Comparison.AT_MOST:
+        effect, threshold = f"{number(j.effect)} (mean of {e.a})", f"≤ {number(e.margin)}"
+    elif percent:
+        effect, threshold = f"{number(j.effect)} ({e.a} vs {e.b})", f"within ±{e.margin:.1%}"
+    else:
+        order = f"{e.a} − {e.b}" if e.higher_is_better else f"{e.b} − {e.a}, lower is better"
+        effect, threshold = f"{number(j.effect)} ({order})", f"≥ {number(e.margin)}"
+    interval = "unmeasured" if not math.isfinite(j.high - j.low) else \
+        f"[{number(j.low)}, {number(j.high)}]" + ("" if j.paired or e.b is None else " unpaired")
+    verdict = j.verdict.value + (f": {j.note}" if j.note else "")
+    return [e.text, _per_seed(j), effect, interval, threshold, verdict]
+
+
+def _per_seed(j: Judgement) -> str:
+    """'a: 0.91, 0.9, diverged→0.2 · b: ...' in seed order."""
+    return " · ".join(f"{v}: " + ", ".join(f"diverged→{x:.4g}" if s in j.diverged[v] else f"{x:.4g}"
+                                           for s, x in xs.items())
+                      for v, xs in j.values.items())
 
 
 def plot_curves(study: Study, runs, path: Path) -> None:
@@ -135,7 +190,9 @@ def plot_curves(study: Study, runs, path: Path) -> None:
 
 
 def write_index(root: Path, names: list[str]) -> Path:
-    """root/report.md: each study's verdict line, table and plots, linked."""
+    """root/report.md: per study its claim, one line per expectation (effect, interval,
+    threshold, verdict: verdict.md's table without the per-seed values), the overall verdict
+    and the curves, linked."""
     lines = ["# Ablation studies", "",
              f"Curves of every run: `tensorboard --logdir {root}`", ""]
     for name in names:
@@ -145,9 +202,15 @@ def write_index(root: Path, names: list[str]) -> Path:
         start = next((i for i, l in enumerate(verdict) if l.startswith("|")), len(verdict))
         end = next((i for i in range(start, len(verdict)) if not verdict[i].startswith("|")),
                    len(verdict))
-        table = verdict[start:end]  # the first table: expected / measured / verdict
+        table = [_drop_column(row, VERDICT_HEADER.index("per-seed values"))
+                 for row in verdict[start:end]]  # the first table: the expectations
         lines += [f"## [{name}]({name}/verdict.md)", "", claim, "", *table, "", summary, "",
                   f"![{name}]({name}/curves.png)", ""]
     path = root / "report.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def _drop_column(row: str, index: int) -> str:
+    cells = row.strip().strip("|").split("|")
+    return "|" + "|".join(c for i, c in enumerate(cells) if i != index) + "|"
