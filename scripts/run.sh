@@ -2,8 +2,30 @@
 # The main job: all five ablation studies at their default size (2-core CPU sized), on
 # synthetic data the project generates itself. Creates .venv (repo root) when missing.
 #   scripts/run.sh [WORKDIR] [extra sweep flags, e.g. --size=large --jobs=1]
+#   scripts/run.sh --suite=lm [WORKDIR] [flags]   # the real-text studies (tiny Shakespeare)
+# --suite=main|lm|all may stand anywhere; WORKDIR is the first other argument when it is not a
+# flag, by default runs/studies (main) or runs/<suite>_studies. The text of the lm suite:
+# $TJ_SHAKESPEARE, else ../shared/data/tinyshakespeare.txt if present, else the TFDS hub.
 # Re-running skips finished runs and resumes interrupted ones. Two worker processes train two
 # variants at once (one per core of a 2-core CPU); later flags override --jobs.
 source "$(dirname "$0")/_venv.sh" ""
-WORKDIR="${1:-runs/studies}"
-python -m transformer_jax.sweep --experiment=experiments/ --workdir="$WORKDIR" --jobs=2 "${@:2}"
+SUITE=main
+ARGS=()
+while (($#)); do
+    case "$1" in
+        --suite=*) SUITE="${1#--suite=}" ;;
+        --suite) SUITE="${2-}"; shift ;;
+        *) ARGS+=("$1") ;;
+    esac
+    shift
+done
+if ((${#ARGS[@]})) && [[ "${ARGS[0]}" != -* ]]; then
+    WORKDIR="${ARGS[0]}"
+    ARGS=("${ARGS[@]:1}")
+elif [[ "$SUITE" == main ]]; then
+    WORKDIR=runs/studies
+else
+    WORKDIR="runs/${SUITE}_studies"
+fi
+python -m transformer_jax.sweep --experiment=experiments/ --workdir="$WORKDIR" --jobs=2 \
+    --suite="$SUITE" "${ARGS[@]}"

@@ -1,7 +1,9 @@
 r"""Run an ablation study: python -m transformer_jax.sweep --experiment=experiments/NAME.py --workdir=DIR
 
-`--experiment=experiments/` (a directory) runs every study in it, each into DIR/<name>, and
-writes DIR/report.md linking their verdicts and plots (what scripts/run.sh does).
+`--experiment=experiments/` (a directory) runs every study in it of one suite (`--suite`:
+main = the generated-data studies, the default; lm = the real-text ones; all), each into
+DIR/<name>, and writes DIR/report.md linking their verdicts and plots (what scripts/run.sh
+does). A single experiment file runs whatever its suite.
 
 Runs every variant × seed into DIR/<variant>/seed_<n> (one TensorBoard logdir:
 `tensorboard --logdir DIR` overlays them), the seeds of a variant side by side in one compiled
@@ -32,8 +34,12 @@ _SIZE = flags.DEFINE_string("size", "default", "default (2-core CPU) | large (GP
 _SHARD = flags.DEFINE_string("shard", "0/1", "i/n: run only every n-th run, starting at i.")
 _JOBS = flags.DEFINE_integer("jobs", 1, "Worker processes: variants trained at once (2 on a "
                              "2-core CPU: scripts/run.sh).")
+_SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --experiment run: "
+                             "main (generated data) | lm (real text) | all. A file ignores it.")
 flags.mark_flags_as_required(["experiment", "workdir"])
-STUDY_ORDER = ("scaling", "positions", "residuals", "norm_placement", "length_generalization")
+STUDY_ORDER = ("scaling", "positions", "residuals", "norm_placement", "length_generalization",
+               "lm_positions", "lm_scaling")
+SUITES = ("main", "lm", "all")  # 'all': every study, whatever its suite
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -110,18 +116,38 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
     return reported
 
 
-def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int],
-            jobs: int = 1) -> Path | None:
-    """Every study in `directory` (in STUDY_ORDER, then by name); DIR/report.md when all ended."""
-    files = sorted(directory.glob("[!_]*.py"), key=lambda p: (
-        STUDY_ORDER.index(p.stem) if p.stem in STUDY_ORDER else len(STUDY_ORDER), p.stem))
+def check_suite(suite: str) -> str:
+    if suite not in SUITES:
+        raise study_lib.ConfigError(f"--suite={suite!r} is not one of: {', '.join(SUITES)}")
+    return suite
+
+
+def select_studies(directory: Path, size: str, suite: str = "main"
+                   ) -> list[tuple[study_lib.Study, Path]]:
+    """The studies of `directory` in `suite` ('all': every one): the main suite first, each
+    suite in STUDY_ORDER, then by name."""
+    check_suite(suite)
+    files = list(directory.glob("[!_]*.py"))
     if not files:
         raise study_lib.ConfigError(f"--experiment={str(directory)!r} holds no experiment files")
+    studies = sorted(((study_lib.load_study(path, size), path) for path in files),
+                     key=lambda sp: (sp[0].suite != "main", sp[0].suite, STUDY_ORDER.index(
+                         sp[1].stem) if sp[1].stem in STUDY_ORDER else len(STUDY_ORDER), sp[1].stem))
+    chosen = [(s, p) for s, p in studies if suite == "all" or s.suite == suite]
+    if not chosen:
+        found = sorted({s.suite for s, _ in studies})
+        raise study_lib.ConfigError(f"--experiment={str(directory)!r} holds no study of "
+                                    f"--suite={suite!r}; its suites: {', '.join(found)}")
+    return chosen
+
+
+def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int],
+            jobs: int = 1, suite: str = "main") -> Path | None:
+    """Every study of `suite` in `directory`, each into workdir/<name>; workdir/report.md when
+    all ended."""
     root = Path(workdir)
-    studies = []
-    for path in files:
-        study = study_lib.load_study(path, size)
-        studies.append((study, str(root / study.name), str(path)))
+    studies = [(study, str(root / study.name), str(path))
+               for study, path in select_studies(directory, size, suite)]
     done = run_studies(studies, shard, jobs, size)
     if not all(done.values()):
         return None
@@ -136,9 +162,11 @@ def main(argv):
         shard = parse_shard(_SHARD.value)
         if _JOBS.value < 1:
             raise study_lib.ConfigError(f"--jobs={_JOBS.value} must be at least 1")
+        check_suite(_SUITE.value)
         experiment = Path(_EXPERIMENT.value)
         if experiment.is_dir():
-            where = run_all(experiment, _WORKDIR.value, _SIZE.value, shard, _JOBS.value)
+            where = run_all(experiment, _WORKDIR.value, _SIZE.value, shard, _JOBS.value,
+                            _SUITE.value)
         else:
             study = study_lib.load_study(experiment, _SIZE.value)
             written = run_studies([(study, _WORKDIR.value, str(experiment))], shard, _JOBS.value,

@@ -1,0 +1,90 @@
+"""The real-text studies (experiments/lm_*.py) end to end at --size=tiny on the local tiny
+Shakespeare, and the sweep's --suite filter that keeps them out of the main job."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from transformer_jax import sweep, workdir as workdir_lib
+from transformer_jax.config import ConfigError
+from transformer_jax.study import load_study
+
+REPO = Path(__file__).resolve().parents[1]
+EXPERIMENTS = REPO / "experiments"
+LM_STUDIES = ("lm_positions", "lm_scaling")
+
+
+@pytest.fixture
+def lm_env(monkeypatch, shakespeare_file):
+    monkeypatch.setenv("TJ_SHAKESPEARE", shakespeare_file)
+
+
+@pytest.mark.parametrize("name", LM_STUDIES)
+def test_lm_study_at_tiny_size_writes_its_verdict(tmp_path, lm_env, tj_data_dir,
+                                                  compilation_cache, name):
+    study = load_study(EXPERIMENTS / f"{name}.py", "tiny")
+    assert study.suite == "lm" and study.base.data.text_path == os.environ["TJ_SHAKESPEARE"]
+    study.base.data.data_dir = tj_data_dir  # the session's prepared data (study.base is unlocked)
+    root = tmp_path / name
+    assert sweep.run_studies([(study, str(root), None)], (0, 1))[name]
+    for variant, seed in study.runs():
+        status = workdir_lib.read_status(root / variant / f"seed_{seed}")
+        assert status["state"] == "finished" and "bits_per_char" in status["eval"], status
+    verdict = (root / "verdict.md").read_text()
+    for e in study.expectations:
+        assert e.text in verdict
+    assert "eval/bits_per_char" in (root / "summary.csv").read_text().splitlines()[0]
+    if name == "lm_scaling":
+        assert "Growth of the penalty" in verdict and (root / "penalty_by_head_dim.png").exists()
+
+
+def test_text_path_defaults_to_the_shared_copy_else_the_hub(monkeypatch, tmp_path):
+    monkeypatch.delenv("TJ_SHAKESPEARE", raising=False)
+    positions = load_study(EXPERIMENTS / "lm_positions.py", "tiny")
+    shared = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
+    assert positions.base.data.text_path == (str(shared) if shared.is_file() else "")
+    monkeypatch.setenv("TJ_SHAKESPEARE", "")  # explicitly the TFDS hub dataset
+    for name in LM_STUDIES:
+        assert load_study(EXPERIMENTS / f"{name}.py", "tiny").base.data.text_path == ""
+
+
+def test_lm_scaling_varies_only_the_head_width():
+    study = load_study(EXPERIMENTS / "lm_scaling.py", "default")
+    widths = set()
+    for variant in study.variants:
+        config = study.config(variant, 0)
+        widths.add(config.model.d_model)
+        d_k = config.model.d_model // config.model.num_heads
+        assert variant == f"dk{d_k}_{'scaled' if config.model.attn_scale else 'unscaled'}"
+    assert len(widths) == 1 and len({study.config(v, 0).train.learning_rate
+                                     for v in study.variants}) == 1
+
+
+@pytest.mark.parametrize("size", ["tiny", "default", "large"])
+def test_suites_filter_the_studies_of_a_directory(size):
+    main = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "main")}
+    lm = [s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "lm")]
+    everything = [s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "all")]
+    assert lm == list(LM_STUDIES) and not main & set(LM_STUDIES)
+    assert {"scaling", "positions"} <= main
+    assert set(everything) == main | set(lm) and everything[-2:] == list(LM_STUDIES)
+    with pytest.raises(ConfigError, match="--suite='nope' is not one of: main, lm, all"):
+        sweep.select_studies(EXPERIMENTS, size, "nope")
+
+
+@pytest.mark.parametrize("args", [["--suite=nope"], ["WORKDIR", "--suite", "nope", "--jobs=1"]])
+def test_bad_suite_through_run_sh_is_one_line_and_exit_2(tmp_path, args):
+    """scripts/run.sh takes --suite anywhere, WORKDIR first among the rest, and hands it to the
+    sweep, which refuses a bad one before any workdir is made (so nothing trains here)."""
+    args = [str(tmp_path / "w") if a == "WORKDIR" else a for a in args]
+    result = subprocess.run(["bash", "scripts/run.sh", *args], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2 and len(errors) == 1, result.stderr
+    assert "--suite='nope' is not one of: main, lm, all" in errors[0]
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "w").exists() and not (REPO / "runs" / "nope_studies").exists()
