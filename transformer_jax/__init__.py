@@ -6,13 +6,14 @@ from transformer_jax.attention import (AttentionProbe, Mask, MultiHeadAttention,
                                        scaled_dot_product_attention)
 from transformer_jax.blocks import Block, FeedForward
 from transformer_jax.config import (Arch, AttentionImpl, ConfigError, DType, Head, ModelConfig,
-                                    Norm, Position)
+                                    Norm, NormType, Position)
 from transformer_jax.model import (Transformer, attention_mask, count_params,
                                    structured_attention_mask)
+from transformer_jax.norms import DynamicTanh, make_norm
 
 __all__ = [
-    "Arch", "AttentionImpl", "AttentionProbe", "Block", "ConfigError", "DType", "FeedForward",
-    "Head", "Mask", "ModelConfig", "MultiHeadAttention", "Norm", "Position", "Transformer",
-    "attention_mask", "count_params", "fused_attention", "scaled_dot_product_attention",
-    "structured_attention_mask",
+    "Arch", "AttentionImpl", "AttentionProbe", "Block", "ConfigError", "DType", "DynamicTanh",
+    "FeedForward", "Head", "Mask", "ModelConfig", "MultiHeadAttention", "Norm", "NormType",
+    "Position", "Transformer", "attention_mask", "count_params", "fused_attention", "make_norm",
+    "scaled_dot_product_attention", "structured_attention_mask",
 ]

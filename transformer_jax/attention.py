@@ -17,6 +17,7 @@ from flax import nnx
 
 from transformer_jax.config import AttentionImpl
 from transformer_jax.dense import Dense
+from transformer_jax.norms import qk_norm as qk_layer_norm
 
 Array = jax.Array
 QKTransform = Callable[[Array, Array], tuple[Array, Array]]
@@ -128,20 +129,24 @@ class AttentionProbe(NamedTuple):
 class MultiHeadAttention(nnx.Module):
     """h heads partition d_model; W_q, W_k, W_v project, W_o mixes the heads back.
 
-    Parameters: 4·d_model² weights + 4·d_model biases, whatever the number of heads.
+    Parameters: 4·d_model² weights + 4·d_model biases, whatever the number of heads (+ 2·head_dim
+    norm scales with qk_norm: one LayerNorm γ for queries, one for keys, shared by the heads).
     """
 
     def __init__(self, d_model: int, num_heads: int, *, attn_scale: bool = True,
-                 implementation: AttentionImpl = AttentionImpl.EXPLICIT,
+                 qk_norm: bool = False, implementation: AttentionImpl = AttentionImpl.EXPLICIT,
                  dtype=jnp.float32, rngs: nnx.Rngs):
         if d_model % num_heads:
             raise ValueError(f"num_heads={num_heads} does not divide d_model={d_model}")
         self.num_heads = num_heads
         self.head_dim = d_model // num_heads
         self.attn_scale = attn_scale
+        self.qk_norm = qk_norm
         self.implementation = implementation
         linear = lambda: Dense(d_model, d_model, dtype=dtype, rngs=rngs)
         self.query, self.key, self.value, self.out = linear(), linear(), linear(), linear()
+        norm = lambda: qk_layer_norm(self.head_dim, dtype=dtype, rngs=rngs)  # noqa: E731
+        self.query_norm, self.key_norm = (norm(), norm()) if qk_norm else (None, None)
 
     def project(self, x: Array) -> tuple[Array, Array, Array]:
         """x [B, T, d_model] -> q, k, v [B, T, H, D]: W_q, W_k, W_v, then the split into heads."""
@@ -159,6 +164,7 @@ class MultiHeadAttention(nnx.Module):
         """
         batch, length, d_model = x.shape
         q, k, v = self.project(x)  # [B, T, H, D] each
+        q, k = (self.query_norm(q), self.key_norm(k)) if self.qk_norm else (q, k)  # QK-norm
         if qk_transform is not None:  # e.g. rotary positions rotate q and k
             q, k = qk_transform(q, k)
         scale = self.head_dim ** -0.5 if self.attn_scale else 1.0  # the ÷√d_k switch

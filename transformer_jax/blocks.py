@@ -1,5 +1,6 @@
 """A Transformer block: attention and a position-wise feed-forward net, each wrapped in a
-residual connection and a LayerNorm whose placement is a config choice.
+residual connection and a norm whose placement (`model.norm`) and function (`model.norm_type`:
+LayerNorm, RMSNorm or Dynamic Tanh, `transformer_jax.norms`) are config choices.
 
 Norm placement is three optional norms per sub-layer pair, so the forward pass reads like the
 diagram for every variant:
@@ -20,17 +21,18 @@ from flax import nnx
 from transformer_jax.attention import AttentionProbe, Mask, MultiHeadAttention, QKTransform
 from transformer_jax.config import ModelConfig, Norm
 from transformer_jax.dense import Dense
+from transformer_jax.norms import make_norm
 
 Array = jax.Array
-LAYER_NORM_EPSILON = 1e-5  # PyTorch's default; the parity tests compare against it
 
 
 def compute_dtype(cfg: ModelConfig):
     return jnp.dtype(cfg.dtype.value)
 
 
-def layer_norm(d_model: int, cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.LayerNorm:
-    return nnx.LayerNorm(d_model, epsilon=LAYER_NORM_EPSILON, dtype=compute_dtype(cfg), rngs=rngs)
+def norm_layer(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.Module:
+    """The norm over d_model that `cfg.norm_type` names (LayerNorm, RMSNorm or DyT)."""
+    return make_norm(cfg.norm_type, cfg.d_model, dtype=compute_dtype(cfg), rngs=rngs)
 
 
 def dropout(x: Array, rate: float, key: Optional[Array]) -> Array:
@@ -57,14 +59,14 @@ class FeedForward(nnx.Module):
 class Block(nnx.Module):
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         self.attention = MultiHeadAttention(
-            cfg.d_model, cfg.num_heads, attn_scale=cfg.attn_scale,
+            cfg.d_model, cfg.num_heads, attn_scale=cfg.attn_scale, qk_norm=cfg.qk_norm,
             implementation=cfg.attention, dtype=compute_dtype(cfg), rngs=rngs)
         self.feed_forward = FeedForward(cfg, rngs=rngs)
         pre, post = cfg.norm is Norm.PRE, cfg.norm is Norm.POST
-        self.norm_before_attention = layer_norm(cfg.d_model, cfg, rngs) if pre else None
-        self.norm_after_attention = layer_norm(cfg.d_model, cfg, rngs) if post else None
-        self.norm_before_feed_forward = layer_norm(cfg.d_model, cfg, rngs) if pre else None
-        self.norm_after_feed_forward = layer_norm(cfg.d_model, cfg, rngs) if post else None
+        self.norm_before_attention = norm_layer(cfg, rngs) if pre else None
+        self.norm_after_attention = norm_layer(cfg, rngs) if post else None
+        self.norm_before_feed_forward = norm_layer(cfg, rngs) if pre else None
+        self.norm_after_feed_forward = norm_layer(cfg, rngs) if post else None
         self.residual = cfg.residual
         self.rate = cfg.dropout
 
@@ -87,5 +89,5 @@ class Block(nnx.Module):
         return x, found
 
 
-def _maybe(norm: Optional[nnx.LayerNorm], x: Array) -> Array:
+def _maybe(norm: Optional[nnx.Module], x: Array) -> Array:
     return x if norm is None else norm(x)

@@ -28,11 +28,19 @@ class Position(enum.Enum):
 
 
 class Norm(enum.Enum):
-    """Where LayerNorm sits in a block."""
+    """Where the norm sits in a block (what it computes is `NormType`)."""
 
     POST = "post"  # x = norm(x + sublayer(x))            (original Transformer)
     PRE = "pre"  # x = x + sublayer(norm(x)), final norm after the stack
     NONE = "none"  # x = x + sublayer(x)
+
+
+class NormType(enum.Enum):
+    """What sits in the places `Norm` chooses (see `transformer_jax.norms`)."""
+
+    LAYERNORM = "layernorm"  # γ·(x − mean)/std + β   (Ba et al. 2016)
+    RMSNORM = "rmsnorm"  # γ·x/rms(x)              (Zhang & Sennrich 2019)
+    DYT = "dyt"  # γ·tanh(α·x) + β, no statistics (Zhu et al. 2025)
 
 
 class Arch(enum.Enum):
@@ -67,12 +75,25 @@ def parse_enum(kind: type[E], value: Any, name: str) -> E:
         if member.value == value:
             return member
     choices = ", ".join(m.value for m in kind)
-    raise ConfigError(f"{name}={value!r} is not one of: {choices}")
+    raise ConfigError(f"{name}={value!r} is not one of: {choices}{_neighbour_hint(kind, value)}")
+
+
+# An axis whose values are easily given to its neighbour: `model.norm=dyt` means the norm's
+# function (`model.norm_type`), not its placement.
+NEIGHBOUR_AXES: dict[type[enum.Enum], tuple[type[enum.Enum], str]] = {
+    Norm: (NormType, "model.norm_type")}
+
+
+def _neighbour_hint(kind: type[enum.Enum], value: Any) -> str:
+    neighbour, flag = NEIGHBOUR_AXES.get(kind, (None, ""))
+    if neighbour is None or not any(m.value == value for m in neighbour):
+        return ""
+    return f" (the placement); {value!r} is what the norm computes: set {flag}={value}"
 
 
 MODEL_ENUMS: dict[str, type[enum.Enum]] = {
-    "position": Position, "norm": Norm, "arch": Arch, "head": Head, "attention": AttentionImpl,
-    "dtype": DType}
+    "position": Position, "norm": Norm, "norm_type": NormType, "arch": Arch, "head": Head,
+    "attention": AttentionImpl, "dtype": DType}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +109,9 @@ class ModelConfig:
     dropout: float = 0.0
     position: Position = Position.SINUSOIDAL
     norm: Norm = Norm.POST
+    norm_type: NormType = NormType.LAYERNORM
     attn_scale: bool = True
+    qk_norm: bool = False  # LayerNorm on each head's q and k before Q·Kᵀ (and before rotary)
     residual: bool = True
     arch: Arch = Arch.DECODER
     head: Head = Head.TOKEN
@@ -112,7 +135,7 @@ class ModelConfig:
                     f"model.{name}={value!r} must be a {kind.__name__} member, one of: "
                     f"{', '.join(f'{kind.__name__}.{m.name}' for m in kind)} "
                     f"(ModelConfig.from_config parses strings)")
-        for name in ("attn_scale", "residual"):
+        for name in ("attn_scale", "qk_norm", "residual"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"model.{name}={getattr(self, name)!r} must be True or False")
         if self.d_model % self.num_heads:

@@ -36,8 +36,10 @@ def base_config() -> ml_collections.ConfigDict:
     model.d_ff = 512
     model.dropout = 0.0
     model.position = "sinusoidal"  # sinusoidal | learned | rotary | alibi | none
-    model.norm = "pre"  # post | pre | none
+    model.norm = "pre"  # post | pre | none: where the norm sits
+    model.norm_type = "layernorm"  # layernorm | rmsnorm | dyt: what it computes
     model.attn_scale = True  # divide Q·Kᵀ by √d_k
+    model.qk_norm = False  # LayerNorm on each head's queries and keys before Q·Kᵀ
     model.residual = True  # x + sublayer(x)
     model.max_len = 512  # longest sequence (size of a learned position table)
     model.attention = "explicit"  # explicit | fused (jax.nn.dot_product_attention)

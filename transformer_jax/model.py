@@ -17,7 +17,7 @@ from flax import nnx
 
 from transformer_jax import positions as pos
 from transformer_jax.attention import AttentionProbe, Mask
-from transformer_jax.blocks import Block, compute_dtype, dropout, layer_norm
+from transformer_jax.blocks import Block, compute_dtype, dropout, norm_layer
 from transformer_jax.config import Head, ModelConfig, Norm, Position
 from transformer_jax.dense import Dense
 
@@ -86,7 +86,7 @@ class Transformer(nnx.Module):
         learned = cfg.position is Position.LEARNED
         self.positions = pos.LearnedPositions(cfg.max_len, cfg.d_model, rngs=rngs) if learned else None
         self.layers = StackedBlocks(cfg, rngs=rngs)
-        self.final_norm = layer_norm(cfg.d_model, cfg, rngs) if cfg.norm is Norm.PRE else None
+        self.final_norm = norm_layer(cfg, rngs) if cfg.norm is Norm.PRE else None  # same type
         self.head = Dense(cfg.d_model, cfg.num_outputs, dtype=dtype, rngs=rngs)
 
     def __call__(self, tokens: Array, padding_mask: Optional[Array] = None, *,
