@@ -3,6 +3,11 @@
   copy     y = x            solvable without positions: output i is a function of token i
   reverse  y = x reversed   needs positions: without them, output i depends only on token i and
   sort     y = sorted x     the multiset of tokens, but the answer at i depends on i itself
+  sort_distinct              as sort, but no symbol occurs twice in a sequence (needs
+                             data.vocab_size >= the longest length). Sorting a set is one rule
+                             at every length (the next output is the smallest input symbol above
+                             the last one: no counting, no positions), a length-generalization
+                             test (experiments/length_generalization.py).
   order    one label        1 if symbol A (id 1) occurs before symbol B (id 2); each occurs once,
                             the rest are random other symbols. Without positions a pooled encoder
                             sees a multiset and is at chance (50%).
@@ -26,7 +31,8 @@ import tensorflow_datasets as tfds
 from transformer_jax.data import batching
 from transformer_jax.data.batching import DataError
 
-TASKS = ("copy", "reverse", "sort", "order")
+TASKS = ("copy", "reverse", "sort", "order", "sort_distinct")
+DISTINCT = {"sort_distinct": "sort"}  # task -> its rule, applied to sets of distinct symbols
 POOLED_TASKS = ("order",)
 GEN_SEED = 20261129  # changing it changes the data: bump SyntheticTasks.VERSION with it
 ORDER_A, ORDER_B = 1, 2
@@ -40,6 +46,7 @@ class Examples(NamedTuple):
 
 def task_targets(task: str, x: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The answer for copy/reverse/sort. x: [N, L] padded with 0 -> y: [N, L] padded with 0."""
+    task = DISTINCT.get(task, task)
     pos = np.arange(x.shape[1])[None, :]                     # [1, L]
     real = pos < lengths[:, None]                            # [N, L]
     if task == "copy":
@@ -66,7 +73,11 @@ def sample_examples(task: str, num_symbols: int, num: int, min_len: int, max_len
         x[rows, pos_a], x[rows, pos_b] = ORDER_A, ORDER_B
         x = np.where(real, x, 0).astype(np.int32)
         return Examples(x, (pos_a < pos_b).astype(np.int32)[:, None], lengths)
-    x = np.where(real, rng.integers(1, num_symbols + 1, size=(num, max_len)), 0).astype(np.int32)
+    if task in DISTINCT:  # the first max_len symbols of a random permutation per example
+        symbols = np.argsort(rng.random((num, num_symbols)), axis=1)[:, :max_len] + 1
+    else:
+        symbols = rng.integers(1, num_symbols + 1, size=(num, max_len))
+    x = np.where(real, symbols, 0).astype(np.int32)
     return Examples(x, task_targets(task, x, lengths), lengths)
 
 
@@ -171,10 +182,14 @@ def _prepare_once(key: _Named) -> tuple[Examples, Examples, str]:
 
 
 def check_task(task: str, num_symbols: int, min_len: int, eval_min_len: int,
-               fmt: str | None) -> None:
-    """Task-specific checks, before anything is generated."""
+               fmt: str | None, max_len: int = 0) -> None:
+    """Task-specific checks, before anything is generated. max_len: the longest sequence of
+    either split (only the distinct-symbol tasks need it)."""
     if task not in TASKS:
         raise DataError(f"data.task={task!r} is not one of: {', '.join(TASKS)}")
+    if task in DISTINCT and num_symbols < max_len:
+        raise DataError(f"data.vocab_size={num_symbols} is too small for data.task={task!r}: "
+                        f"sequences of length {max_len} need >= {max_len} distinct symbols")
     if task == "order":
         if num_symbols < 3:
             raise DataError(f"data.vocab_size={num_symbols} is too small for data.task='order' "
@@ -245,7 +260,7 @@ def make(task: str, num_symbols: int, min_len: int, max_len: int, eval_min_len: 
          eval_max_len: int, num_train: int, num_eval: int, data_dir: str, seed: int,
          fmt: str | None) -> SyntheticDataset:
     """Validated parameters in, dataset out (generating it on first use)."""
-    check_task(task, num_symbols, min_len, eval_min_len, fmt)
+    check_task(task, num_symbols, min_len, eval_min_len, fmt, max(max_len, eval_max_len))
     config = SyntheticConfig.create(
         task=task, num_symbols=num_symbols, min_len=min_len, max_len=max_len,
         eval_min_len=eval_min_len, eval_max_len=eval_max_len, num_train=num_train,

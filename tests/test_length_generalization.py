@@ -1,0 +1,93 @@
+"""The length-generalization study: its distinct-symbol tasks, its per-length evaluation of a
+tiny finished study, and the study itself at every size."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from transformer_jax import cli, length_eval, sweep
+from transformer_jax.data import DataError, synthetic
+from transformer_jax.study import Study, load_study
+
+REPO = Path(__file__).resolve().parents[1]
+EXPERIMENT = REPO / "experiments/length_generalization.py"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compilation_cache():
+    cli.enable_compilation_cache()
+
+
+def test_sort_distinct_never_repeats_a_symbol_and_sorts():
+    ex = synthetic.sample_examples("sort_distinct", 20, 500, 3, 20, np.random.default_rng(0))
+    assert ex.lengths.min() == 3 and ex.lengths.max() == 20
+    for x, y, n in zip(ex.x, ex.y, ex.lengths):
+        assert len(set(x[:n])) == n and x[:n].min() >= 1 and x[:n].max() <= 20
+        assert not x[n:].any() and not y[n:].any()
+        np.testing.assert_array_equal(y[:n], np.sort(x[:n]))
+
+
+def test_adding_tasks_left_the_existing_tasks_data_alone():
+    """The old tasks draw exactly what they drew before (symbols, then nothing else)."""
+    for task in ("copy", "sort", "reverse"):
+        ex = synthetic.sample_examples(task, 16, 50, 1, 8, np.random.default_rng(3))
+        rng = np.random.default_rng(3)
+        lengths = rng.integers(1, 9, size=50)
+        symbols = rng.integers(1, 17, size=(50, 8))
+        np.testing.assert_array_equal(ex.lengths, lengths)
+        np.testing.assert_array_equal(ex.x, np.where(np.arange(8) < lengths[:, None], symbols, 0))
+
+
+def test_a_vocabulary_smaller_than_the_longest_set_is_refused():
+    with pytest.raises(DataError, match="too small for data.task='sort_distinct'.*>= 32"):
+        synthetic.check_task("sort_distinct", 16, 1, 9, "decoder", max_len=32)
+
+
+@pytest.mark.parametrize("size", ["tiny", "default", "large"])
+def test_the_study_loads_and_evaluates_unseen_lengths_up_to_4n(size):
+    study = load_study(EXPERIMENT, size)
+    data, model = study.base.data, study.base.model
+    n = data.seq_len
+    assert (data.eval_min_len, data.eval_seq_len) == (n + 1, 4 * n)
+    assert data.vocab_size >= 4 * n and model.max_len >= 8 * n  # sets; [x, SEP, y] width
+    assert set(study.variants) == {"none", "sinusoidal", "learned", "rotary", "alibi"}
+    assert study.analyses == (length_eval.accuracy_by_length,)
+    synthetic.check_task(data.task, data.vocab_size, data.min_len, data.eval_min_len, "decoder",
+                         max_len=data.eval_seq_len)
+
+
+def test_accuracy_by_length_on_a_tiny_finished_study(tmp_path):
+    full = load_study(EXPERIMENT, "tiny")
+    base = full.base.copy_and_resolve_references()
+    base.unlock()
+    base.data.data_dir = str(tmp_path / "data")
+    base.train.update(num_steps=4, log_every=2, eval_every=4, checkpoint_every=4, eval_batches=1)
+    study = Study(name="tiny_lengths", claim="c", published="p", base=base,
+                  variants={"alibi": {"model.position": "alibi"}}, seeds=(0, 1),
+                  metrics=("eval/accuracy",), expectations=(), analyses=full.analyses)
+    root = tmp_path / "study"
+    assert sweep.run_study(study, str(root))
+
+    n = base.data.seq_len
+    lengths = list(range(1, 4 * n + 1))
+    with (root / length_eval.CSV_FILE).open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(int(r["length"]), int(r["seed"])) for r in rows] == [(l, s) for l in lengths
+                                                                  for s in (0, 1)]
+    assert all(0.0 <= float(r[k]) <= 1.0 for r in rows for k in ("accuracy", "seq_accuracy"))
+    assert (root / length_eval.PLOT_FILE).stat().st_size > 0
+    verdict = (root / "verdict.md").read_text()
+    assert "### Accuracy by test length" in verdict
+    assert f"acc ≤ {n} (train) | acc {n + 1}–{2 * n} | acc {2 * n + 1}–{4 * n}" in verdict
+    assert next(l for l in verdict.splitlines() if l.startswith("| alibi | 2 |"))
+
+    # The same numbers straight from the restored parameters, one entry per length and seed.
+    restored = length_eval.restore_variant({s: root / "alibi" / f"seed_{s}" for s in (0, 1)})
+    by_length = length_eval.evaluate_by_length(restored)
+    assert list(by_length) == lengths
+    first = [r for r in rows if r["length"] == "1"]
+    np.testing.assert_allclose(by_length[1]["accuracy"], [float(r["accuracy"]) for r in first],
+                               atol=1e-4)

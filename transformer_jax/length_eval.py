@@ -1,0 +1,187 @@
+"""Accuracy against sequence length: a study analysis (`Study.analyses`) for length
+generalization.
+
+Why a separate evaluation: the trainer's eval pools every unseen length into one number, which
+hides *where* a scheme breaks (just past the training length, or only far beyond it). After all
+runs ended, this restores each finished run's final parameters and scores them on fresh
+examples of every length from `data.min_len` to `data.eval_seq_len`, one batch per length.
+
+Cost: one compiled eval per variant (every length is padded to the same width, the longest
+eval sequence; a causal decoder never looks at the right padding, and an encoder masks it), the
+seeds of a variant in one call (`steps.make_eval_step(replicas=True)`).
+
+Writes into the study dir: `accuracy_by_length.csv` (variant, seed, length, token and
+whole-sequence accuracy) and `curves_by_length.png` (mean over seeds, shaded min to max, a
+vertical line at the longest training length); returns a markdown table.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from transformer_jax import steps, train
+from transformer_jax.checkpointing import Checkpointer
+from transformer_jax.data import synthetic
+
+EVAL_SEED = 7_000_001  # examples per length: np.random.default_rng([EVAL_SEED, length])
+NUM_PER_LENGTH = 64  # per length: 64 x L tokens; the range means pool 8-16 lengths
+CSV_FILE, PLOT_FILE = "accuracy_by_length.csv", "curves_by_length.png"
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """One variant's finished runs, ready to evaluate: params stacked over seeds."""
+    run: train.Run  # the first seed's (every seed shares data and model config)
+    train_len: int  # data.seq_len: the longest training length
+    lengths: range  # data.min_len .. data.eval_seq_len
+    seeds: tuple[int, ...]
+    graphdef: Any
+    params: Any  # leading seed axis
+
+
+def restore_variant(run_dirs: Mapping[int, Path]) -> Restored:
+    """seed -> run dir (each with config.json and a checkpoint of its final step)."""
+    graphdef, stacked, first, config = None, [], None, None
+    for seed, path in run_dirs.items():
+        config = ml_collections.ConfigDict(json.loads((path / "config.json").read_text()))
+        run = train.build_run(config)
+        if first is None:
+            first = run
+            # shapes only: tracing init_model abstractly compiles nothing
+            graphdef, params = jax.eval_shape(lambda: train.init_model(run.model, run.seed))
+            tx, _ = steps.make_optimizer(run.train)
+            target = {"params": params, "opt_state": jax.eval_shape(tx.init, params),
+                      "step": jax.ShapeDtypeStruct((), jnp.int32)}
+        with Checkpointer(str(path / "checkpoints"), keep=run.train.keep_checkpoints) as ckpt:
+            found = ckpt.restore(target)
+        if found is None:
+            raise FileNotFoundError(f"no checkpoint in {path / 'checkpoints'}")
+        stacked.append(found[1]["params"])
+    data = config.data
+    return Restored(
+        run=first, train_len=data.seq_len,
+        lengths=range(data.min_len, (data.eval_seq_len or data.seq_len) + 1),
+        seeds=tuple(run_dirs), graphdef=graphdef,
+        params=jax.tree.map(lambda *xs: jnp.stack(xs), *stacked))
+
+
+def length_batch(run: train.Run, length: int, num: int = NUM_PER_LENGTH) -> dict:
+    """`num` fresh examples of exactly `length`, formatted like the run's eval batches (same
+    width, same format), through the dataset's own eval pipeline."""
+    ds = run.dataset
+    examples = synthetic.sample_examples(ds.task, ds.num_symbols, num, length, length,
+                                         np.random.default_rng([EVAL_SEED, length]))
+    only = dataclasses.replace(ds, eval=examples)
+    return next(iter(only.eval_batches(num, run.model.arch.value)))
+
+
+def evaluate_by_length(restored: Restored, num: int = NUM_PER_LENGTH
+                       ) -> dict[int, dict[str, np.ndarray]]:
+    """length -> {'accuracy': [seeds], 'seq_accuracy': [seeds]}."""
+    eval_step = steps.make_eval_step(restored.graphdef, restored.run.model, replicas=True)
+    out = {}
+    for length in restored.lengths:
+        sums = jax.device_get(eval_step(restored.params, length_batch(restored.run, length, num)))
+        per_seed = [steps.means_of_sums({k: float(v[i]) for k, v in sums.items()})
+                    for i in range(len(restored.seeds))]
+        out[length] = {k: np.array([m[k] for m in per_seed]) for k in ("accuracy", "seq_accuracy")}
+    return out
+
+
+def accuracy_by_length(root: Path, runs: Mapping[tuple[str, int], dict]) -> str:
+    """The analysis: every finished run of the study in `root`, scored per length; writes the
+    csv and the plot into root and returns markdown (token accuracy by length range)."""
+    root = Path(root)
+    by_variant: dict[str, dict[int, Path]] = {}
+    for (variant, seed), run in runs.items():
+        if run["status"].get("state") == train.FINISHED:
+            by_variant.setdefault(variant, {})[seed] = root / variant / f"seed_{seed}"
+    results, train_len = {}, None
+    for variant, dirs in by_variant.items():
+        restored = restore_variant(dirs)
+        train_len = restored.train_len
+        results[variant] = (restored.seeds, evaluate_by_length(restored))
+    if not results:
+        return "No finished runs to evaluate by length.\n"
+    _write_csv(results, root / CSV_FILE)
+    _plot(results, train_len, root / PLOT_FILE)
+    return _markdown(results, train_len, len(runs))
+
+
+def _write_csv(results, path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["variant", "seed", "length", "accuracy", "seq_accuracy"])
+        for variant, (seeds, by_length) in results.items():
+            for length, m in by_length.items():
+                for i, seed in enumerate(seeds):
+                    writer.writerow([variant, seed, length, f"{m['accuracy'][i]:.4f}",
+                                     f"{m['seq_accuracy'][i]:.4f}"])
+
+
+def _ranges(lengths, train_len: int) -> list[tuple[str, list[int]]]:
+    """Length ranges of the table: training lengths, then N+1..2N, then 2N+1..4N (or what the
+    eval lengths cover of them)."""
+    n = train_len
+    spans = [(f"≤ {n} (train)", lambda l: l <= n), (f"{n + 1}–{2 * n}", lambda l: n < l <= 2 * n),
+             (f"{2 * n + 1}–{max(lengths)}", lambda l: l > 2 * n)]
+    return [(name, [l for l in lengths if keep(l)]) for name, keep in spans
+            if any(keep(l) for l in lengths)]
+
+
+def _markdown(results, train_len: int, num_runs: int) -> str:
+    first = next(iter(results.values()))[1]
+    ranges = _ranges(list(first), train_len)
+    header = ["variant", "seeds"] + [f"acc {name}" for name, _ in ranges] + \
+             [f"seq acc {name}" for name, _ in ranges]
+    lines = ["### Accuracy by test length", "",
+             f"Final parameters of each finished run, {NUM_PER_LENGTH} fresh examples per length; "
+             f"token accuracy, then whole-sequence accuracy, averaged over the lengths of each "
+             f"range: mean over seeds [min, max]. Trained on lengths ≤ {train_len}. Per length "
+             f"and seed: {CSV_FILE}.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for variant, (seeds, by_length) in results.items():
+        cells = [variant, str(len(seeds))]
+        for key in ("accuracy", "seq_accuracy"):
+            for _, lengths in ranges:
+                per_seed = np.mean([by_length[l][key] for l in lengths], axis=0)  # [seeds]
+                cells.append(f"{per_seed.mean():.3f} [{per_seed.min():.2f}, {per_seed.max():.2f}]")
+        lines.append("| " + " | ".join(cells) + " |")
+    finished = sum(len(s) for s, _ in results.values())
+    if finished < num_runs:
+        lines += ["", f"{num_runs - finished} of {num_runs} runs did not finish and are left out."]
+    lines += ["", f"![accuracy by length]({PLOT_FILE})", ""]
+    return "\n".join(lines)
+
+
+def _plot(results, train_len: int, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = ("accuracy", "seq_accuracy")
+    fig, axes = plt.subplots(1, len(keys), figsize=(5.0 * len(keys), 3.4), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for variant, (_, by_length) in results.items():
+            lengths = sorted(by_length)
+            values = np.array([by_length[l][key] for l in lengths])  # [lengths, seeds]
+            line, = ax.plot(lengths, values.mean(1), label=variant)
+            ax.fill_between(lengths, values.min(1), values.max(1), color=line.get_color(),
+                            alpha=0.2)
+        ax.axvline(train_len, color="gray", linestyle="--", linewidth=1)
+        ax.set_title(f"{key} by test length (trained ≤ {train_len})")
+        ax.set_xlabel("sequence length")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
