@@ -350,8 +350,8 @@ def _hparams(config: ml_collections.ConfigDict, run: Run) -> dict[str, Any]:
 
 def _describe(cfg: ModelConfig) -> str:
     return (f"{cfg.arch.value} {cfg.num_layers}x(d={cfg.d_model}, h={cfg.num_heads}, ff={cfg.d_ff}) "
-            f"position={cfg.position.value} norm={cfg.norm.value} attn_scale={cfg.attn_scale} "
-            f"residual={cfg.residual}")
+            f"position={cfg.position.value} norm={cfg.norm.value}({cfg.norm_type.value}) "
+            f"attn_scale={cfg.attn_scale} qk_norm={cfg.qk_norm} residual={cfg.residual}")
 
 
 def _format(metrics: dict[str, float]) -> str:
