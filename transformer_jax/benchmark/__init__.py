@@ -3,9 +3,11 @@
 - `setups`: the benchmark configurations, built through the trainer's own code path.
 - `torch_reference`: the PyTorch GPT the charlm race runs against (same weights, same batches).
 - `measure`: matmul peak, the charlm race, midsize MFU, compile scaling, seeds under vmap.
-- `profiling`: where the charlm step's time goes; one worker process per variant (XLA flags).
-- `cpu_malloc`: keep glibc from unmapping XLA's scratch buffers between calls (an option:
-  measured slower for the char LM's current step, 69 vs 61 ms).
+- `profiling`: the charlm trainer's adopted defaults (k steps per call, microbatches) and
+  PyTorch against one step per call; one worker process per variant, measured in turns.
+- `op_profile`: one traced step, kernel by kernel (`--ops`); `gemm`: the models' matmul shapes
+  in each XLA:CPU dot backend against PyTorch and NumPy (`--gemm`).
+- `accelerator`: the GPU/TPU checks and timings of `scripts/accelerator_check.py`.
 - `multistep`: S seeds in one vmapped program (k steps per call are in `steps`).
-- `candidates`: model/step changes applied as patches, so they are measured before adopted.
+Candidates measured and not adopted are the README's tables, not code here.
 """

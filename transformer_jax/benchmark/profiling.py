@@ -1,8 +1,8 @@
-"""Where the charlm step's time goes: each variant in its own worker process, measured in turns.
+"""The charlm trainer's variants, each in its own worker process, measured in turns.
 
-Why workers: XLA flags are read once, when JAX creates its CPU backend, so a flag variant needs
-its own process; and on a shared machine only measurements taken close together in time are
-comparable. The driver starts every worker (each builds and compiles its variant, then waits on
+Why workers: each variant gets a process of its own (its own compiled programs, allocator and
+thread pool, as a training run has), and on a shared machine only measurements taken close
+together in time are comparable. The driver starts every worker (each builds and compiles its variant, then waits on
 stdin, costing nothing), then asks them in turn, round after round, to run `chunk` more training
 steps, and reports each variant's time relative to the baseline — the trainer's loop as it is
 now — measured in the same rounds (median of per-round ratios, robust to load bursts).
@@ -22,101 +22,25 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from transformer_jax.benchmark import gemm
-
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
     what: str
     kind: str = "trainer"  # what the worker runs, see _make_runner
-    flags: str = ""  # XLA_FLAGS of the worker process
-    malloc: bool = False  # cpu_malloc.keep_freed_memory() before JAX starts
-    patches: tuple[str, ...] = ()  # candidates.PATCHES applied in the worker
 
 
-_YNN = gemm.YNN_FUSION_TYPE  # alone: no YNNPACK fusions (Eigen dots)
-_BOTH = ("fused_qkv", "lean_metrics")
+# What the trainer's defaults were adopted over (README "What moved the steps"). The variants
+# measured and not adopted (XLA flags and dot backends, glibc malloc, fused q/k/v, a flat
+# AdamW, 3-4 microbatches, bfloat16, ...) are the README's table; their machinery is gone.
 VARIANTS: dict[str, Variant] = {
     "trainer": Variant("baseline: one call per step + device_get(metrics), as train.py "
                        "(train.microbatches of configs/lm.py, as every variant unless _mb1)"),
-    "no_device_get": Variant("one call per step, no host read (block at chunk end)", "no_device_get"),
-    "loss_only": Variant("as trainer, but only the loss is read back", "loss_only"),
-    "no_donate": Variant("as trainer, state buffers not donated", "no_donate"),
-    "sync_dispatch": Variant("jax_cpu_enable_async_dispatch=False", "sync_dispatch"),
-    "fused_attention": Variant("model.attention=fused (jax.nn.dot_product_attention)", "fused"),
-    "bfloat16": Variant("model.dtype=bfloat16 (compute), params float32", "bf16"),
-    "scan_10": Variant("10 steps per call (lax.scan over stacked batches)", "scan_10"),
-    "scan_50": Variant("50 steps per call", "scan_50"),
-    "eigen_1_thread": Variant("XLA flag: single-threaded Eigen", flags="--xla_cpu_multi_thread_eigen=false"),
-    "no_thunk_runtime": Variant("XLA flag, deprecated here: accepted, ignored (warns)",
-                                flags="--xla_cpu_use_thunk_runtime=false"),
-    "no_ynnpack": Variant("XLA flag: no YNNPACK fusions (Eigen dots)", flags=_YNN),
-    "ynnpack_eltwise": Variant("XLA flag: YNNPACK for elementwise fusions too",
-                               flags=_YNN + "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_ELTWISE"),
-    "xnnpack": Variant("XLA flag: --xla_cpu_use_xnnpack=true", flags="--xla_cpu_use_xnnpack=true"),
-    "onednn": Variant("XLA flag: --xla_cpu_use_onednn=true", flags="--xla_cpu_use_onednn=true"),
-    "fast_math": Variant("XLA flag: fast math (changes numerics)", flags="--xla_cpu_enable_fast_math=true"),
-    "opt_level_0": Variant("XLA flags of the test suite (cheap compile)",
-                           flags="--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"),
-    "malloc": Variant("glibc keeps freed memory (cpu_malloc), else as trainer", malloc=True),
-    "malloc+scan_10": Variant("malloc + 10 steps per call", "scan_10", malloc=True),
-    "malloc+scan_50": Variant("malloc + 50 steps per call", "scan_50", malloc=True),
-    "malloc+no_ynnpack": Variant("malloc + no YNNPACK", flags=_YNN, malloc=True),
-    "malloc+eigen_1": Variant("malloc + single-threaded Eigen", flags="--xla_cpu_multi_thread_eigen=false",
-                              malloc=True),
-    "malloc+fused_qkv": Variant("malloc + one q/k/v matmul (candidates)", malloc=True,
-                                patches=("fused_qkv",)),
-    "malloc+lean_metrics": Variant("malloc + no param/update/layer norms in the step",
-                                   malloc=True, patches=("lean_metrics",)),
-    "malloc+both": Variant("malloc + fused q/k/v + lean metrics", malloc=True, patches=_BOTH),
+    "scan_10": Variant("10 steps per call (lax.scan over stacked batches), configs/lm.py's",
+                       "scan_10"),
     "scan_10_mb1": Variant("10 steps per call, train.microbatches=1", "scan_10_mb1"),
-    "scan_10_mb3": Variant("10 steps per call, train.microbatches=3", "scan_10_mb3"),
-    "scan_10_mb4": Variant("10 steps per call, train.microbatches=4", "scan_10_mb4"),
-    "scan_10+flat_optimizer": Variant("10 steps per call, AdamW on one flat parameter vector",
-                                      "scan_10", patches=("flat_optimizer",)),
-    "scan_10+vec512": Variant("10 steps per call, XLA flag: 512-bit vectors",
-                              "scan_10", flags="--xla_cpu_prefer_vector_width=512"),
-    "scan_10+tiling_prop": Variant("10 steps per call, XLA flag: tiling propagation", "scan_10",
-                                   flags="--xla_cpu_experimental_enable_tiling_propagation=true"),
-    "scan_10+fast_min_max": Variant("10 steps per call, XLA flag: fast min/max", "scan_10",
-                                    flags="--xla_cpu_enable_fast_min_max=true"),
-    "scan_10+no_fusion_emitters": Variant("10 steps per call, XLA flag: no fusion emitters",
-                                          "scan_10", flags="--xla_cpu_use_fusion_emitters=false"),
-    "scan_10+ftz": Variant("10 steps per call, XLA flag: flush denormals to zero", "scan_10",
-                           flags="--xla_cpu_ftz=true"),
-    "scan_10+platform_math": Variant("10 steps per call, XLA flag: platform-dependent math",
-                                     "scan_10", flags="--xla_cpu_enable_platform_dependent_math=true"),
-    "scan_10+eigen_1": Variant("10 steps per call, XLA flag: single-threaded Eigen", "scan_10",
-                               flags="--xla_cpu_multi_thread_eigen=false"),
-    "scan_10+eigen_dots": Variant("10 steps per call, Eigen dots (no YNNPACK)", "scan_10",
-                                  flags=_YNN),
-    "scan_10+onednn_dots": Variant("10 steps per call, oneDNN dots (no YNNPACK)", "scan_10",
-                                   flags=gemm.BACKENDS["onednn"]),
-    "scan_10+xnnpack_dots": Variant("10 steps per call, XNNPACK dots (no YNNPACK)", "scan_10",
-                                    flags=gemm.BACKENDS["xnnpack"]),
-    "scan_10+ynnpack_single_dots": Variant("10 steps per call, YNNPACK dots without fused "
-                                           "neighbours", "scan_10",
-                                           flags=_YNN + "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"),
-    "scan_10+eigen_dots_1": Variant("10 steps per call, Eigen dots (no YNNPACK), single-threaded",
-                                    "scan_10", flags=_YNN + " --xla_cpu_multi_thread_eigen=false"),
-    "scan_10+lean_metrics": Variant("10 steps per call, no param/update/layer norms", "scan_10",
-                                    patches=("lean_metrics",)),
-    "scan_10+fused_qkv": Variant("10 steps per call, one q/k/v matmul", "scan_10",
-                                 patches=("fused_qkv",)),
-    "scan_10+both": Variant("10 steps per call, fused q/k/v + lean metrics", "scan_10",
-                            patches=_BOTH),
-    "malloc+scan_10+both": Variant("all of the above + 10 steps per call", "scan_10",
-                                   malloc=True, patches=_BOTH),
-    "malloc+both+no_ynnpack": Variant("malloc + both + Eigen dots instead of YNNPACK", malloc=True,
-                                      flags=_YNN, patches=_BOTH),
-    "malloc+both+xnnpack": Variant("malloc + both + XNNPACK (old) instead of YNNPACK", malloc=True,
-                                   flags="--xla_cpu_use_xnnpack=true " + _YNN, patches=_BOTH),
-    "malloc+both+onednn": Variant("malloc + both + oneDNN instead of YNNPACK", malloc=True,
-                                  flags="--xla_cpu_use_onednn=true " + _YNN, patches=_BOTH),
     "torch_2_threads": Variant("the PyTorch reference, torch.set_num_threads(2)", "torch2"),
     "torch_1_thread": Variant("the PyTorch reference, torch.set_num_threads(1)", "torch1"),
 }
-DEFAULT_SET = list(VARIANTS)
 
 
 # --- worker side ---------------------------------------------------------------------------------
@@ -132,8 +56,7 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
     kind, _, passes = kind.partition("_mb")  # _mbN: train.microbatches=N, not configs/lm.py's
     run = setups.CharLM(microbatches=int(passes) if passes else lm_train.microbatches)
     ds = setups.text_dataset(text_path, run.seq_len, run.eval_windows, data_dir=data_dir)
-    overrides = {"fused": dict(attention="fused"), "bf16": dict(dtype="bfloat16")}.get(kind, {})
-    model, tcfg = setups.charlm_configs(run, ds.vocab_size, **overrides)
+    model, tcfg = setups.charlm_configs(run, ds.vocab_size)
     ours = setups.Ours.build(model, tcfg)
     rng = jax.random.key(1)
     counter = [0]
@@ -158,9 +81,6 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
                 trainer.step(batch())
         return run_torch
 
-    step = ours.train_step
-    if kind == "no_donate":
-        step = jax.jit(step.__wrapped__)
     if kind.startswith("scan_"):
         k = int(kind.split("_")[1])
         multi = ours.multi_step()
@@ -174,17 +94,13 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
 
     def run_steps(n):
         for _ in range(n):
-            ours.state, metrics = step(ours.state, batch(), rng)
-            if kind == "loss_only":
-                float(metrics["loss"])
-            elif kind != "no_device_get":
-                jax.device_get(metrics)
+            ours.state, metrics = ours.train_step(ours.state, batch(), rng)
+            jax.device_get(metrics)
         jax.block_until_ready(ours.state)
     return run_steps
 
 
-def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int, malloc: bool,
-                patches: tuple[str, ...] = ()) -> None:
+def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int) -> None:
     """Protocol: prints 'ready' after compiling; then per stdin line 'N' runs N steps and prints
     one JSON line {wall, cpu}; an empty line or EOF ends it.
 
@@ -193,16 +109,6 @@ def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int, mallo
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    if malloc:
-        from transformer_jax.benchmark import cpu_malloc
-        cpu_malloc.keep_freed_memory()
-    if patches:
-        from transformer_jax.benchmark import candidates
-        candidates.apply(patches)
-    if kind == "sync_dispatch":
-        import jax
-        jax.config.update("jax_cpu_enable_async_dispatch", False)
-        kind = "trainer"
     t0 = time.perf_counter()
     run = _make_runner(kind, text_path, data_dir)
     run(warm_steps)  # compiles (and warms up caches)
@@ -224,16 +130,12 @@ def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int, mallo
 class Worker:
     def __init__(self, name: str, text_path: str, data_dir: str, warm_steps: int):
         variant = VARIANTS[name]
-        env = dict(os.environ)
-        env["XLA_FLAGS"] = variant.flags  # not the caller's: each variant runs with its own only
-        env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
         self.name = name
         self.stderr = tempfile.TemporaryFile("w+")  # read back if the worker dies
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "transformer_jax.benchmark.profiling", "--worker", variant.kind,
-             "--text_path", text_path, "--data_dir", data_dir, "--warm_steps", str(warm_steps)]
-            + (["--malloc"] if variant.malloc else [])
-            + (["--patches", ",".join(variant.patches)] if variant.patches else []),
+             "--text_path", text_path, "--data_dir", data_dir, "--warm_steps", str(warm_steps)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
             env=env)
 
@@ -336,8 +238,5 @@ if __name__ == "__main__":
     parser.add_argument("--text_path", required=True)
     parser.add_argument("--data_dir", default="")
     parser.add_argument("--warm_steps", type=int, default=50)
-    parser.add_argument("--malloc", action="store_true")
-    parser.add_argument("--patches", default="")
     a = parser.parse_args()
-    worker_main(a.worker, a.text_path, a.data_dir, a.warm_steps, a.malloc,
-                tuple(p for p in a.patches.split(",") if p))
+    worker_main(a.worker, a.text_path, a.data_dir, a.warm_steps)
