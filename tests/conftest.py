@@ -127,3 +127,41 @@ def finished_tiny_run(tmp_path_factory, tj_data_dir):
     workdir = tmp_path_factory.mktemp("finished") / "run"
     args = main_args(f"{SYNTHETIC}:tiny", workdir, tj_data_dir)
     return args, run_main(args), workdir
+
+
+# --- Background commands (helpers_train.BackgroundRuns) -----------------------------------------
+
+
+@pytest.hookimpl(trylast=True)  # after -k/-m have deselected
+def pytest_collection_modifyitems(session, config, items):
+    """Modules that list BACKGROUND commands run last (in their collected order), so that their
+    commands, started with the session, overlap the in-process tests before them. A command is
+    run only when a test that uses it (by name, or through a fixture of that name) is selected."""
+    from helpers_train import BACKGROUND_RUNS
+
+    by_module: dict = {}
+    for item in items:
+        by_module.setdefault(getattr(item, "module", None), []).append(item)
+    planned = [m for m in by_module if getattr(m, "BACKGROUND", None)]
+    for module in planned:
+        for key, (users, build) in module.BACKGROUND.items():
+            if any(i.originalname in users or set(users) & set(i.fixturenames)
+                   for i in by_module[module]):
+                BACKGROUND_RUNS.plan({key: build})
+    last = set(planned)
+    items[:] = ([i for i in items if getattr(i, "module", None) not in last] +
+                [i for m in planned for i in by_module[m]])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _background_runs(tmp_path_factory, tj_data_dir):
+    import types
+
+    from helpers_train import BACKGROUND_RUNS, shakespeare_path
+
+    paths = types.SimpleNamespace(data_dir=str(tmp_path_factory.mktemp("tj_data_background")),
+                                  tj_data_dir=tj_data_dir, tmp=tmp_path_factory.mktemp("background"),
+                                  shakespeare=shakespeare_path())
+    BACKGROUND_RUNS.start(paths)
+    yield BACKGROUND_RUNS
+    BACKGROUND_RUNS.stop()

@@ -6,10 +6,13 @@ a hang fails instead of stalling CI) or in-process through `train.train_and_eval
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -41,14 +44,14 @@ def main_args(config: str, workdir, data_dir, overrides: dict[str, Any] | None =
     return args + list(extra)
 
 
-def _command(args: Iterable[str]) -> list[str]:
+def main_command(args: Iterable[str]) -> list[str]:
     return [sys.executable, "-m", "transformer_jax.main", *map(str, args)]
 
 
 def run_main(args: Iterable[str], env: dict[str, str] | None = None,
              timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
     """Runs the training entrypoint to completion (stdout/stderr captured as text)."""
-    command = _command(args)
+    command = main_command(args)
     try:
         return subprocess.run(command, cwd=REPO, env={**os.environ, **(env or {})},
                               capture_output=True, text=True, timeout=timeout)
@@ -61,7 +64,7 @@ def start_main(args: Iterable[str], log_path: Path) -> subprocess.Popen:
     """Starts a run in the background; its stderr (the absl log) goes to `log_path`."""
     log = open(log_path, "w")
     try:
-        return subprocess.Popen(_command(args), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+        return subprocess.Popen(main_command(args), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                 text=True)
     finally:
         log.close()  # the child holds its own descriptor
@@ -156,3 +159,238 @@ def assert_trees_equal(actual, expected) -> None:
         a, e = np.asarray(a), np.asarray(e)
         assert a.dtype == e.dtype and a.shape == e.shape, jax.tree_util.keystr(path)
         np.testing.assert_array_equal(a, e, err_msg=jax.tree_util.keystr(path))
+
+
+# --- Commands run in the background (tests/conftest.py: pytest_collection_modifyitems) ---------
+#
+# A test that only starts a command and then judges its output leaves one of the two cores idle
+# while the command runs, and the in-process tests leave the other one mostly idle (one Python
+# thread). A module may list such commands as `BACKGROUND = {key: (users, build)}`: `users` the
+# names of the tests or fixtures that ask for it, `build(paths) -> (command, timeout_s)` or
+# `(command, timeout_s, env_overlay)`, where `paths` has
+# `.data_dir` (a data_dir only background commands use, one at a time), `.tj_data_dir` (the
+# session's, for a dataset that no other test prepares), `.tmp` (a session directory) and
+# `.shakespeare`. The suite then runs those modules last, and their commands from
+# its start, one at a time in a daemon thread; the test asks for `BACKGROUND_RUNS.result(key)` and
+# gets the same CompletedProcess the command would have given it, run in the foreground when the
+# session did not plan it (or on a retry).
+
+
+class _Job:
+    def __init__(self, command, timeout, env=None):
+        self.command, self.timeout, self.env = [str(c) for c in command], timeout, env
+        self.done = threading.Event()
+        self.started = False
+        self.proc: subprocess.CompletedProcess | None = None
+        self.stderr_on_timeout: str | None = None
+        self.popen: subprocess.Popen | None = None
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        self.started = True
+        try:
+            with self.lock:
+                if self.cancelled:
+                    raise RuntimeError("the session ended before this command ran")
+                self.popen = subprocess.Popen(self.command, cwd=REPO,
+                                              env={**os.environ, **(self.env or {})},
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True)
+            try:
+                out, err = self.popen.communicate(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                _, err = self.popen.communicate()
+                self.stderr_on_timeout = err or ""
+            else:
+                self.proc = subprocess.CompletedProcess(self.command, self.popen.returncode, out, err)
+        except BaseException as e:  # e.g. no such executable: the test reports it
+            self.error = e
+        finally:
+            self.done.set()
+
+
+class BackgroundRuns:
+    def __init__(self):
+        self._jobs: dict[str, _Job] = {}
+        self._builders: dict[str, Any] = {}
+        self._order: list[str] = []
+        self._paths = None
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def plan(self, builders: dict[str, Any]) -> None:
+        """Keys (with their command builders) in the order they will be asked for."""
+        for key, build in builders.items():
+            if key not in self._builders:
+                self._builders[key] = build
+                self._order.append(key)
+
+    @property
+    def paths(self):
+        return self._paths
+
+    def start(self, paths) -> None:
+        """Runs every planned command, one at a time, from now on (a daemon thread)."""
+        self._paths = paths
+        if self._order:
+            threading.Thread(target=self._work, name="background-runs", daemon=True).start()
+
+    def _job(self, key: str) -> _Job:
+        with self._lock:
+            if key not in self._jobs:
+                try:
+                    self._jobs[key] = _Job(*self._builders[key](self._paths))
+                except Exception as e:  # a broken builder: the test that asks for it reports it
+                    self._jobs[key] = job = _Job([], 0)
+                    job.started, job.error = True, e
+                    job.done.set()
+                self._jobs[key].cancelled = self._stopped
+            return self._jobs[key]
+
+    def _work(self) -> None:
+        for key in self._order:
+            job = self._job(key)
+            with self._lock:
+                if job.started:
+                    continue
+                job.started = True
+            job.run()
+
+    def stop(self) -> None:
+        """Kills a command still running at the end of the session; starts no other."""
+        with self._lock:
+            self._stopped = True
+            jobs = list(self._jobs.values())
+        for job in jobs:
+            with job.lock:
+                job.cancelled = True
+                if job.popen is not None and job.popen.poll() is None:
+                    job.popen.kill()
+
+    def result(self, key: str) -> subprocess.CompletedProcess:
+        """The command's outcome (waiting for it); fails the test as a timeout would."""
+        job = self._job(key)
+        with self._lock:
+            run_here = not job.started
+            job.started = True
+        if run_here:
+            job.run()
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        if job.proc is None:
+            pytest.fail(f"timed out after {job.timeout}s: {' '.join(job.command)}\n"
+                        f"{(job.stderr_on_timeout or '')[-3000:]}")
+        return job.proc
+
+
+BACKGROUND_RUNS = BackgroundRuns()
+
+
+# --- `python -m transformer_jax.main` without paying its imports per run -------------------------
+#
+# A run that ends at bad input spends ~2 s of CPU importing JAX, Flax, Orbax and TFDS and well under
+# one doing its work. A MainServer process imports what main.py imports once (after the same
+# huge-page restart main.py does first), then runs each command in a fork of itself: main.py as
+# `__main__` (runpy, as -m does) with the command's arguments and environment, its stdout and
+# stderr captured at the file-descriptor level, and its exit status as the interpreter would set it
+# (SystemExit's code; 1 after an uncaught exception, whose traceback sys.excepthook prints). What
+# the server's imports printed on stderr is put in front of every command's stderr, as a fresh
+# process would have printed it. Nothing else is shared: each command's JAX backend, flags and
+# files are its own process's. For commands that run and exit in seconds; a training run should
+# use run_main.
+
+_SERVER = r'''
+import json, os, runpy, sys
+from transformer_jax import hugepages
+hugepages.reexec_if_useful()  # as main.py does first; the forks inherit its environment
+import absl.app, absl.flags, absl.logging, ml_collections.config_flags  # noqa: E401 main's imports
+from transformer_jax import cli, parallel, train  # noqa: F401
+sys.stderr.flush()
+print("ready", flush=True)
+main_path = os.path.join(os.getcwd(), "transformer_jax", "main.py")
+for line in sys.stdin:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.environ.update(request["env"])
+            for fd, path in ((1, request["out"]), (2, request["err"])):
+                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+            sys.argv = [main_path] + request["args"]
+            try:
+                runpy.run_module("transformer_jax.main", run_name="__main__", alter_sys=True)
+                code = 0
+            except SystemExit as e:
+                if e.code is None or isinstance(e.code, int):
+                    code = e.code or 0
+                else:
+                    print(e.code, file=sys.stderr)
+            except BaseException:
+                sys.excepthook(*sys.exc_info())
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps(os.waitstatus_to_exitcode(status)), flush=True)
+'''
+
+
+class MainServer:
+    """One server process (see above); `run` may be called from one thread at a time."""
+
+    def __init__(self, scratch: Path, timeout: float = TIMEOUT_S):
+        self.scratch, self.count = Path(scratch), 0
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        with open(self.scratch / "server.err", "w") as err:
+            self.process = subprocess.Popen([sys.executable, "-c", _SERVER], cwd=REPO, text=True,
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=err, process_group=0)
+        self._expect("ready", timeout)
+        self.import_stderr = (self.scratch / "server.err").read_text()
+
+    def _expect(self, what: str, timeout: float) -> str:
+        reply: list[str] = []
+        reader = threading.Thread(target=lambda: reply.append(self.process.stdout.readline()),
+                                  daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if not reply or not reply[0]:
+            self.close()
+            err = (self.scratch / "server.err").read_text()[-3000:]
+            pytest.fail(f"the main server gave no {what} within {timeout}s\n{err}")
+        return reply[0]
+
+    def run(self, args: Iterable[str], env: dict[str, str] | None = None,
+            timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
+        """What run_main(args, env) returns, from a fork of the server."""
+        self.count += 1
+        out, err = self.scratch / f"{self.count}.out", self.scratch / f"{self.count}.err"
+        request = {"args": [str(a) for a in args], "env": env or {}, "out": str(out),
+                   "err": str(err)}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        code = json.loads(self._expect(f"exit status of {main_command(args)}", timeout))
+        return subprocess.CompletedProcess(main_command(args), code, out.read_text(),
+                                           self.import_stderr + err.read_text())
+
+    def close(self) -> None:
+        """Ends the server, and with it (its process group) a command still running."""
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()

@@ -3,16 +3,19 @@ float32 explicit attention, and every dtype x attention train step learns (speed
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+from helpers_train import BACKGROUND_RUNS
+
 REPO = Path(__file__).resolve().parents[1]
+# Run from the start of the session, while other tests run (helpers_train.BackgroundRuns).
+BACKGROUND = {"accelerator_smoke": (("test_smoke_checks_every_path",), lambda paths: (
+    [sys.executable, str(REPO / "scripts" / "accelerator_check.py"), "--smoke"], 240))}
 
 
 def test_smoke_checks_every_path():
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "accelerator_check.py"), "--smoke"],
-                          cwd=REPO, capture_output=True, text=True, timeout=240)
+    proc = BACKGROUND_RUNS.result("accelerator_smoke")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["backend"] == "cpu"

@@ -3,29 +3,57 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
+
+from helpers_train import BACKGROUND_RUNS
 
 REPO = Path(__file__).resolve().parents[1]
+BENCHMARK = str(REPO / "scripts" / "benchmark.py")
 TIMEOUT_S = 170  # ~40 s on an idle 2-core machine; the bound is for a loaded one
 KEYS = ("charlm_wall_ratio_vs_torch", "charlm_val_loss", "charlm_torch_val_loss", "midsize_mfu",
         "compile_ratio_24_vs_2", "matmul_peak_gflops", "seeds_vmap_ratio_vs_sequential")
+GEMM_TEST = "test_gemm_table_and_json_for_each_backend"
+GEMM = [sys.executable, BENCHMARK, "--gemm", "--smoke", "--gemm_backends", "xla,eigen"]
+FUSED_QKV_SCRIPT = """
+import sys, jax, jax.numpy as jnp, numpy as np
+sys.path.insert(0, "tests")
+from conftest import tiny_config
+from flax import nnx
+from transformer_jax import Transformer
+from transformer_jax.benchmark import candidates
+model = Transformer(tiny_config(num_outputs=13), rngs=nnx.Rngs(0))
+tokens = jnp.asarray(np.random.default_rng(0).integers(1, 13, (2, 8)))
+padding = jnp.arange(8)[None, :] < jnp.array([8, 5])[:, None]
+before = model(tokens, padding)[0]
+candidates.apply(["fused_qkv"])
+after = model(tokens, padding)[0]
+np.testing.assert_allclose(np.asarray(after), np.asarray(before), rtol=1e-5, atol=1e-5)
+print("same")
+"""
+# The commands of this module's tests run from the start of the session, while other tests run
+# (helpers_train.BackgroundRuns); each test then judges its command's outcome.
+BACKGROUND = {
+    "benchmark_smoke": (("test_smoke_run_prints_tables_and_a_json_line",), lambda paths: (
+        [sys.executable, BENCHMARK, "--smoke", "--text_path", paths.shakespeare,
+         "--data_dir", paths.data_dir], TIMEOUT_S)),
+    "benchmark_profile": (("test_profile_races_a_variant_against_the_trainer",), lambda paths: (
+        [sys.executable, BENCHMARK, "--profile", "--profile_variants", "scan_10_mb3",
+         "--profile_rounds", "1", "--profile_chunk", "10", "--text_path", paths.shakespeare,
+         "--data_dir", paths.data_dir], TIMEOUT_S)),
+    "benchmark_missing_text": (("test_missing_text_is_a_one_line_error",), lambda paths: (
+        [sys.executable, BENCHMARK, "--smoke", "--text_path", paths.tmp / "missing.txt"], 60)),
+    "benchmark_fused_qkv": (("test_fused_qkv_candidate_computes_what_the_model_computes",),
+                            lambda paths: ([sys.executable, "-c", FUSED_QKV_SCRIPT], 120)),
+    "benchmark_gemm": ((GEMM_TEST,), lambda paths: (GEMM, TIMEOUT_S)),
+    "benchmark_gemm_bad_backend": ((GEMM_TEST,), lambda paths: (GEMM[:-1] + ["xla,mkl"], TIMEOUT_S)),
+}
 
 
-def test_smoke_run_prints_tables_and_a_json_line(shakespeare_file, tj_data_dir):
-    command = [sys.executable, str(REPO / "scripts" / "benchmark.py"), "--smoke",
-               "--text_path", shakespeare_file, "--data_dir", tj_data_dir]
-    try:
-        proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
-                              timeout=TIMEOUT_S, env=dict(os.environ))
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-        pytest.fail(f"benchmark --smoke timed out after {TIMEOUT_S}s\n{err[-3000:]}")
+def test_smoke_run_prints_tables_and_a_json_line(shakespeare_file):
+    proc = BACKGROUND_RUNS.result("benchmark_smoke")  # --smoke (shakespeare_file: it exists)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     for title in ("== matmul peak", "== charlm", "== compile time", "== midsize", "seeds"):
@@ -38,14 +66,10 @@ def test_smoke_run_prints_tables_and_a_json_line(shakespeare_file, tj_data_dir):
     assert abs(result["charlm_val_loss"] - result["charlm_torch_val_loss"]) < 1e-3
 
 
-def test_profile_races_a_variant_against_the_trainer(shakespeare_file, tj_data_dir):
+def test_profile_races_a_variant_against_the_trainer(shakespeare_file):
     """`--profile`: a worker per variant (here 10 steps per call with train.microbatches=3, the
     `_mbN` suffix), measured in turns against the trainer's loop (~25 s)."""
-    command = [sys.executable, str(REPO / "scripts" / "benchmark.py"), "--profile",
-               "--profile_variants", "scan_10_mb3", "--profile_rounds", "1",
-               "--profile_chunk", "10", "--text_path", shakespeare_file, "--data_dir", tj_data_dir]
-    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S,
-                          env=dict(os.environ))
+    proc = BACKGROUND_RUNS.result("benchmark_profile")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])["profile"]
     assert set(result) == {"trainer", "scan_10_mb3"}
@@ -54,10 +78,9 @@ def test_profile_races_a_variant_against_the_trainer(shakespeare_file, tj_data_d
         assert row["ms_per_step"] > 0 and row["cpu_per_wall"] > 0
 
 
-def test_missing_text_is_a_one_line_error(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "benchmark.py"), "--smoke",
-                           "--text_path", str(tmp_path / "missing.txt")],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+def test_missing_text_is_a_one_line_error():
+    assert not (BACKGROUND_RUNS.paths.tmp / "missing.txt").exists()
+    proc = BACKGROUND_RUNS.result("benchmark_missing_text")
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
@@ -182,25 +205,9 @@ def test_microbatches_make_the_update_of_one_batch():
 
 def test_fused_qkv_candidate_computes_what_the_model_computes():
     """The `fused_qkv` preview patch (one q/k/v matmul) leaves the model's outputs as they are,
-    with causal and padding masks. Patches are process-wide, so it runs in its own process."""
-    script = """
-import sys, jax, jax.numpy as jnp, numpy as np
-sys.path.insert(0, "tests")
-from conftest import tiny_config
-from flax import nnx
-from transformer_jax import Transformer
-from transformer_jax.benchmark import candidates
-model = Transformer(tiny_config(num_outputs=13), rngs=nnx.Rngs(0))
-tokens = jnp.asarray(np.random.default_rng(0).integers(1, 13, (2, 8)))
-padding = jnp.arange(8)[None, :] < jnp.array([8, 5])[:, None]
-before = model(tokens, padding)[0]
-candidates.apply(["fused_qkv"])
-after = model(tokens, padding)[0]
-np.testing.assert_allclose(np.asarray(after), np.asarray(before), rtol=1e-5, atol=1e-5)
-print("same")
-"""
-    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+    with causal and padding masks. Patches are process-wide, so it runs in its own process
+    (FUSED_QKV_SCRIPT)."""
+    proc = BACKGROUND_RUNS.result("benchmark_fused_qkv")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "same"
 
@@ -221,9 +228,7 @@ def test_gemm_chains_compute_the_same_thing_in_every_library():
 
 
 def test_gemm_table_and_json_for_each_backend():
-    command = [sys.executable, str(REPO / "scripts" / "benchmark.py"), "--gemm", "--smoke",
-               "--gemm_backends", "xla,eigen"]
-    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = BACKGROUND_RUNS.result("benchmark_gemm")  # GEMM
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     assert any(line.startswith("| smoke (64×32×48) |") for line in lines), proc.stdout
@@ -231,8 +236,7 @@ def test_gemm_table_and_json_for_each_backend():
     assert set(measured) == {"jax/xla", "jax/eigen", "torch/2t", "numpy"}
     assert all(math.isfinite(v) and v > 0 for row in measured.values() for v in row.values())
 
-    bad = subprocess.run(command[:-1] + ["xla,mkl"], cwd=REPO, capture_output=True, text=True,
-                         timeout=TIMEOUT_S)
+    bad = BACKGROUND_RUNS.result("benchmark_gemm_bad_backend")  # GEMM with xla,mkl
     assert bad.returncode == 2
     assert bad.stderr.strip() == ("error: --gemm_backends 'xla,mkl': unknown ['mkl']; valid: "
                                   "xla, eigen, onednn, xnnpack")

@@ -2,17 +2,20 @@
 names the bad value (and the valid choices where there are some), no traceback, and nothing
 written into the run directory it was pointed at.
 
-Each case is one subprocess (~2-3 s, mostly imports); the module runs them all at once, a few in
-parallel (`outcomes`), and the tests then judge one result each."""
+Each case is one process running `transformer_jax.main` as `__main__`, forked from one of a few
+servers that did main's imports once (helpers_train.MainServer: a fresh process would spend ~2 s
+of CPU on them per case); the module runs them all at once, a few in parallel (`outcomes`), and
+the tests then judge one result each."""
 from __future__ import annotations
 
 import concurrent.futures
+import queue
 import shutil
 import time
 
 import pytest
 
-from helpers_train import (LM, SYNTHETIC, error_lines, main_args, run_main, tree_hashes)
+from helpers_train import LM, SYNTHETIC, MainServer, error_lines, main_args, tree_hashes
 
 pytestmark = pytest.mark.usefixtures("compilation_cache")
 
@@ -54,7 +57,7 @@ CASES = {
 }
 
 
-PARALLEL = 3
+PARALLEL = 2  # servers (each imports once); a case takes well under a second
 NEW_WORKDIR = ("bad_norm", "missing_config_file")  # pointed at a new directory; the rest at a run
 OFFLINE_PROXY = "http://127.0.0.1:9"  # nobody listens there: the hub looks unreachable at once
 
@@ -102,15 +105,27 @@ def outcomes(tmp_path_factory, existing_run, tj_data_dir):
                                          {"model.position": "sideways"}, "--debug"), None),
     })
 
+    servers: queue.Queue = queue.Queue()
+    for i in range(PARALLEL):
+        servers.put(MainServer(tmp / f"server_{i}"))
+
     def timed(args, env):
-        start = time.monotonic()
-        proc = run_main(args, env)
-        return args, proc, time.monotonic() - start
+        server = servers.get()
+        try:
+            start = time.monotonic()
+            proc = server.run(args, env)
+            return args, proc, time.monotonic() - start
+        finally:
+            servers.put(server)
 
     before = tree_hashes(existing_run)
-    with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
-        futures = {name: pool.submit(timed, *job) for name, job in jobs.items()}
-        results = {name: future.result() for name, future in futures.items()}
+    try:
+        with concurrent.futures.ThreadPoolExecutor(PARALLEL) as pool:
+            futures = {name: pool.submit(timed, *job) for name, job in jobs.items()}
+            results = {name: future.result() for name, future in futures.items()}
+    finally:
+        while not servers.empty():
+            servers.get().close()
     return {"results": results, "paths": paths, "existing_before": before,
             "existing_after": tree_hashes(existing_run), "existing_run": existing_run}
 

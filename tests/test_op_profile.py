@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,7 +11,14 @@ import pytest
 
 from transformer_jax.benchmark import op_profile
 
+from helpers_train import BACKGROUND_RUNS
+
 REPO = Path(__file__).resolve().parents[1]
+# Run from the start of the session, while other tests run (helpers_train.BackgroundRuns).
+BACKGROUND = {"ops_smoke": (("test_ops_smoke_prints_a_kernel_table",), lambda paths: (
+    [sys.executable, str(REPO / "scripts" / "benchmark.py"), "--smoke", "--ops", "charlm",
+     "--text_path", paths.shakespeare, "--data_dir", paths.data_dir,
+     "--trace_dir", paths.tmp / "ops_trace"], 170))}
 
 
 def test_parse_hlo_finds_each_matmul_and_its_flops():
@@ -50,12 +55,8 @@ def test_summarize_groups_kernels_per_step_and_skips_runtime_events():
     assert "matmul*" in op_profile.format_table(result)
 
 
-def test_ops_smoke_prints_a_kernel_table(shakespeare_file, tj_data_dir, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "benchmark.py"), "--smoke", "--ops", "charlm",
-         "--text_path", shakespeare_file, "--data_dir", tj_data_dir,
-         "--trace_dir", str(tmp_path / "trace")],
-        cwd=REPO, capture_output=True, text=True, timeout=170, env=dict(os.environ))
+def test_ops_smoke_prints_a_kernel_table(shakespeare_file):
+    proc = BACKGROUND_RUNS.result("ops_smoke")
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     assert any("where the charlm train step's time goes" in line for line in lines)
@@ -63,4 +64,4 @@ def test_ops_smoke_prints_a_kernel_table(shakespeare_file, tj_data_dir, tmp_path
     assert result["ops"] == "charlm" and result["kernels"] > 10
     assert 0 < result["matmul_ms"] < result["kernel_ms"]
     assert any(row["kind"] == "matmul" and row["gflops"] > 0 for row in result["top"])
-    assert list((tmp_path / "trace").rglob("*perfetto_trace.json.gz"))  # kept, as asked
+    assert list((BACKGROUND_RUNS.paths.tmp / "ops_trace").rglob("*perfetto_trace.json.gz"))  # kept, as asked

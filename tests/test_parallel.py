@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers_train import BACKGROUND_RUNS
+
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120
 NUM_DEVICES = 2
@@ -90,15 +92,13 @@ print("RESULT " + json.dumps(out))
 """
 
 
+def _pythonpath() -> dict[str, str]:
+    return {"PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
 @pytest.fixture(scope="module")
 def result() -> dict:
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    try:
-        proc = subprocess.run([sys.executable, "-c", SCRIPT, str(NUM_DEVICES)], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-        pytest.fail(f"data-parallel subprocess timed out after {TIMEOUT_S}s\n{err[-3000:]}")
+    proc = BACKGROUND_RUNS.result("data_parallel")  # SCRIPT
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
     return json.loads(lines[-1][len("RESULT "):])
@@ -177,18 +177,21 @@ print("RESULT " + json.dumps(out))
 """
 
 
+# The two forced-2-device subprocesses run from the start of the session, while other tests run
+# (helpers_train.BackgroundRuns); each fixture then reads its outcome.
+BACKGROUND = {
+    "data_parallel": (("result",), lambda paths: (
+        [sys.executable, "-c", SCRIPT, str(NUM_DEVICES)], TIMEOUT_S, _pythonpath())),
+    "data_parallel_trainer": (("trainer_result",), lambda paths: (
+        [sys.executable, "-c", TRAINER_SCRIPT, str(NUM_DEVICES), paths.data_dir,
+         paths.tmp / "data_parallel"], TIMEOUT_S * 2, _pythonpath())),
+}
+
+
 @pytest.fixture(scope="module")
-def trainer_result(tmp_path_factory, tj_data_dir) -> dict:
+def trainer_result() -> dict:
     """train_replicas (2 seeds) on 1 device and data parallel on 2, in one subprocess."""
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    root = tmp_path_factory.mktemp("data_parallel")
-    try:
-        proc = subprocess.run([sys.executable, "-c", TRAINER_SCRIPT, str(NUM_DEVICES), tj_data_dir,
-                               str(root)], cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=TIMEOUT_S * 2)
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-        pytest.fail(f"trainer subprocess timed out\n{err[-3000:]}")
+    proc = BACKGROUND_RUNS.result("data_parallel_trainer")  # TRAINER_SCRIPT
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
     assert "data parallel over 2 devices" in proc.stderr
@@ -233,8 +236,9 @@ def two_hosts(tmp_path_factory, tj_data_dir) -> dict:
     from helpers_train import SYNTHETIC, main_args, run_main, start_main
 
     root = tmp_path_factory.mktemp("two_hosts")
-    overrides = {"train.num_steps": 12, "train.log_every": 1, "train.eval_every": 6,
-                 "train.checkpoint_every": 6}
+    # The tiny size's 20 steps (eval and checkpoint at 10 and 20): the single-process run then
+    # compiles what the session's other tiny runs compiled (a hit in the compilation cache).
+    overrides = {"train.log_every": 1}
     single = run_main(main_args(f"{SYNTHETIC}:tiny", root / "single", tj_data_dir, overrides))
     assert single.returncode == 0, single.stderr[-3000:]
     port = _free_port()
@@ -266,4 +270,4 @@ def test_two_processes_train_like_one(two_hosts):
     # One run: one process wrote the events and the status; both wrote the checkpoints.
     assert len(list((root / "multi").glob("events.out.tfevents.*"))) == 1
     assert workdir_lib.read_status(root / "multi")["state"] == "finished"
-    assert sorted(p.name for p in (root / "multi" / "checkpoints").iterdir()) == ["12", "6"]
+    assert sorted(p.name for p in (root / "multi" / "checkpoints").iterdir()) == ["10", "20"]

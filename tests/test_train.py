@@ -12,8 +12,9 @@ import signal
 import numpy as np
 import pytest
 
-from helpers_train import (LM, SYNTHETIC, assert_trees_equal, checkpoint_steps, main_args,
-                           restore_newest, run_main, tiny_config, tree_hashes)
+from helpers_train import (BACKGROUND_RUNS, LM, SYNTHETIC, TIMEOUT_S, assert_trees_equal,
+                           checkpoint_steps, main_args, main_command, restore_newest, run_main,
+                           tiny_config, tree_hashes)
 
 pytestmark = [pytest.mark.usefixtures("compilation_cache"),
               # Orbax's aborted TensorStore reads may report "Event loop is closed" late.
@@ -26,11 +27,33 @@ DIVERGE = {"train.learning_rate": 1e4, "train.grad_clip_norm": 0.0, "model.norm"
            "train.warmup_steps": 0, "train.log_every": 1, "train.checkpoint_every": 1}
 
 
+def _lm_args(paths) -> list[str]:
+    return main_args(f"{LM}:tiny", paths.tmp / "lm" / "run", paths.tj_data_dir,
+                     {"data.text_path": paths.shakespeare})
+
+
+# The tiny LM run through main starts with the session, while other tests run
+# (helpers_train.BackgroundRuns); no other test prepares its dataset.
+BACKGROUND = {"lm_tiny_run": (("lm_run", "tiny_run"),
+                              lambda paths: (main_command(_lm_args(paths)), TIMEOUT_S))}
+
+
 @pytest.fixture(scope="module")
-def lm_run(tmp_path_factory, tj_data_dir, shakespeare_file):
-    workdir = tmp_path_factory.mktemp("lm") / "run"
-    args = main_args(f"{LM}:tiny", workdir, tj_data_dir, {"data.text_path": shakespeare_file})
-    return args, run_main(args), workdir
+def lm_run(shakespeare_file):
+    args = _lm_args(BACKGROUND_RUNS.paths)
+    return args, BACKGROUND_RUNS.result("lm_tiny_run"), BACKGROUND_RUNS.paths.tmp / "lm" / "run"
+
+
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory, tj_data_dir):
+    """The tiny synthetic config trained in-process for its 20 steps, one step per call, one
+    microbatch (the defaults): (status, workdir). Tests may read it, never change it."""
+    from transformer_jax import train
+
+    workdir = tmp_path_factory.mktemp("straight") / "run"
+    config = tiny_config(overrides={"data.data_dir": tj_data_dir})
+    assert config.train.steps_per_call == 1 and config.train.microbatches == 1
+    return train.train_and_evaluate(config, str(workdir)), workdir
 
 
 @pytest.fixture(params=["synthetic", "lm"])
@@ -120,12 +143,12 @@ class _StopAfterStep10:
         return checkpointer
 
 
-def test_resume_equals_uninterrupted(tmp_path, tj_data_dir, monkeypatch):
+def test_resume_equals_uninterrupted(tmp_path, tj_data_dir, monkeypatch, straight_run):
     """20 steps straight vs 10, stop, restart, 10 more (same config): equal parameters, bitwise."""
     from transformer_jax import summaries, train
 
     config = tiny_config(overrides={"data.data_dir": tj_data_dir})
-    straight = train.train_and_evaluate(config, str(tmp_path / "straight"))
+    straight, straight_dir = straight_run
     assert straight["state"] == "finished"
 
     with monkeypatch.context() as m:
@@ -136,14 +159,14 @@ def test_resume_equals_uninterrupted(tmp_path, tj_data_dir, monkeypatch):
     second = train.train_and_evaluate(config, str(tmp_path / "resumed"))
     assert second["state"] == "finished" and second["step"] == STEPS
 
-    step_a, state_a = restore_newest(tmp_path / "straight", config)
+    step_a, state_a = restore_newest(straight_dir, config)
     step_b, state_b = restore_newest(tmp_path / "resumed", config)
     assert step_a == step_b == STEPS
     assert_trees_equal(state_b, state_a)  # params, optimizer moments and step counter
     assert second["eval"] == straight["eval"]
     # TensorBoard shows one curve: the restart purges nothing it needs and duplicates nothing.
     resumed = summaries.read_scalars(str(tmp_path / "resumed"))
-    assert resumed["train/loss"] == summaries.read_scalars(str(tmp_path / "straight"))["train/loss"]
+    assert resumed["train/loss"] == summaries.read_scalars(str(straight_dir))["train/loss"]
 
 
 def test_divergence_stops_the_run(tmp_path, tj_data_dir):
@@ -188,18 +211,22 @@ def test_diverging_variant_does_not_stop_a_sweep(tmp_path, tj_data_dir):
     assert np.isfinite(float(rows["fine"]["eval/loss"]))
 
 
-def test_steps_per_call_trains_like_one_step_per_call(tmp_path, tj_data_dir):
+def test_steps_per_call_trains_like_one_step_per_call(tmp_path, tj_data_dir, straight_run):
     """train.steps_per_call=4: calls of 4 steps (and of 1 up to each log/eval/checkpoint step)
     give the curves, evaluations and checkpoints of one step per call, to float rounding."""
     from transformer_jax import summaries, train
 
-    runs = {}
-    for k, m in ((1, 1), (4, 1), (4, 2)):  # m: train.microbatches (independent passes, same math)
+    status, one_per_call = straight_run  # k=1, m=1
+    assert status["state"] == "finished" and status["step"] == STEPS
+    runs = {(1, 1): summaries.read_scalars(str(one_per_call))}
+    dirs = {(1, 1): one_per_call}
+    for k, m in ((4, 1), (4, 2)):  # m: train.microbatches (independent passes, same math)
         config = tiny_config(overrides={"data.data_dir": tj_data_dir, "train.steps_per_call": k,
                                         "train.microbatches": m})
         status = train.train_and_evaluate(config, str(tmp_path / f"k{k}m{m}"))
         assert status["state"] == "finished" and status["step"] == STEPS
         runs[k, m] = summaries.read_scalars(str(tmp_path / f"k{k}m{m}"))
+        dirs[k, m] = tmp_path / f"k{k}m{m}"
     # The logged steps end their calls, so they carry the diagnostics the other steps skip.
     for other in ((4, 1), (4, 2)):
         for tag in ("train/loss", "train/accuracy", "eval/loss", "eval/accuracy",
@@ -207,7 +234,7 @@ def test_steps_per_call_trains_like_one_step_per_call(tmp_path, tj_data_dir):
             assert [s for s, _ in runs[1, 1][tag]] == [s for s, _ in runs[other][tag]], tag
             for (step, a), (_, b) in zip(runs[1, 1][tag], runs[other][tag]):
                 assert abs(a - b) <= 1e-5 * max(abs(a), 1e-6), f"{other} {tag} step {step}: {a} vs {b}"
-        assert checkpoint_steps(tmp_path / "k1m1") == checkpoint_steps(tmp_path / f"k{other[0]}m{other[1]}")
+        assert checkpoint_steps(dirs[1, 1]) == checkpoint_steps(dirs[other])
 
 
 def test_divergence_inside_a_multi_step_call_is_found_at_its_step(tmp_path, tj_data_dir):
