@@ -13,7 +13,8 @@ from transformer_jax.config import ConfigError
 from transformer_jax.study import Comparison, Expectation, Study, Verdict, load_config, load_study
 
 REPO = Path(__file__).resolve().parents[1]
-EXPERIMENTS = ("scaling", "positions", "residuals", "norm_placement", "length_generalization")
+EXPERIMENTS = sorted(p.stem for p in (REPO / "experiments").glob("[!_]*.py"))  # every one of them
+assert len(EXPERIMENTS) >= 8, EXPERIMENTS
 
 
 @pytest.fixture(scope="module", autouse=True)
