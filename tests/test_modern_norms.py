@@ -58,7 +58,7 @@ def torch_qk_norm_attention(mha, x: np.ndarray, allowed: np.ndarray | None, attn
     scale = HEAD_DIM ** -0.5 if attn_scale else 1.0
     logits = q @ k.transpose(-1, -2) * scale  # [B, H, T, T]
     if allowed is not None:
-        logits = logits.masked_fill(~torch.from_numpy(allowed), float("-inf"))
+        logits = logits.masked_fill(~torch.from_numpy(np.array(allowed)), float("-inf"))
     out = torch.softmax(logits, dim=-1) @ v  # [B, H, T, D]
     return linear(mha.out, out.transpose(1, 2).reshape(BATCH, LENGTH, D_MODEL)).numpy()
 
