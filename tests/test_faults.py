@@ -216,7 +216,7 @@ def get_study(size):
     base = load_config(Path({repo!r}) / "configs/synthetic.py", "tiny,task=sort")
     base.unlock()
     base.data.data_dir = {data_dir!r}
-    base.train.update(num_steps=40, log_every=4, eval_every=1, checkpoint_every=4)
+    base.train.update(num_steps=24, log_every=3, eval_every=2, checkpoint_every=6)
     return Study(name="interrupted", claim="c", published="p", base=base,
                  variants={{"a": {{}}, "b": {{"model.attn_scale": False}}}}, seeds=(0, 1),
                  metrics=("eval/loss",),
