@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every study in experiments/ at --size=large on one GPU, within a time limit, resumable.
 #
-#   scripts/large_studies.sh [--limit=SECONDS] [--grace=SECONDS] [WORKDIR]   # default runs/large
+#   scripts/large_studies.sh [--limit=SECONDS] [--grace=SECONDS] [--suite=main|lm|all] [WORKDIR]
+#                                                     # default runs/large, the main suite
 #   scripts/large_studies.sh --smoke [--limit=SECONDS] [WORKDIR]   # the same at --size=tiny, CPU
 #   scripts/large_studies.sh --dry_run ...        # print the sweep command, run nothing
 #
@@ -19,15 +20,16 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python}"
-SIZE=large LIMIT=480 GRACE=60 WORKDIR="" DRY=0
+SIZE=large LIMIT=480 GRACE=60 WORKDIR="" DRY=0 SUITE=main
 for arg in "$@"; do
   case "$arg" in
     --smoke) SIZE=tiny ;;
     --dry_run) DRY=1 ;;
     --limit=*) LIMIT="${arg#--limit=}" ;;
     --grace=*) GRACE="${arg#--grace=}" ;;
+    --suite=*) SUITE="${arg#--suite=}" ;;  # the sweep checks the name
     -*) echo "error: unknown option $arg (valid: --smoke --limit=SECONDS --grace=SECONDS" \
-             "--dry_run)" >&2
+             "--suite=main|lm|all --dry_run)" >&2
         exit 2 ;;
     *) WORKDIR="$arg" ;;
   esac
@@ -44,7 +46,7 @@ else
 fi
 cd "$ROOT"
 SWEEP=("$PY" -m transformer_jax.sweep --experiment=experiments/ --size="$SIZE" --jobs=1
-       --workdir="$WORKDIR")
+       --suite="$SUITE" --workdir="$WORKDIR")
 echo "[large_studies] ${SWEEP[*]} (stopped after ${LIMIT} s)" >&2
 [ "$DRY" = 0 ] || exit 0
 status=0

@@ -21,9 +21,11 @@ def test_large_runs_every_study_at_size_large_with_one_job(tmp_path):
     assert proc.returncode == 0, proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
     for part in ("-m transformer_jax.sweep", "--experiment=experiments/", "--size=large",
-                 "--jobs=1", f"--workdir={tmp_path / 'w'}", "after 480 s"):
+                 "--jobs=1", "--suite=main", f"--workdir={tmp_path / 'w'}", "after 480 s"):
         assert part in line, (part, line)
     assert not (tmp_path / "w").exists()
+    proc = _run("--dry_run", "--suite=lm", str(tmp_path / "w"))  # the real-text studies
+    assert proc.returncode == 0 and "--suite=lm" in proc.stderr.strip().splitlines()[-1]
 
 
 def test_smoke_stops_at_the_limit_and_says_how_to_resume(tmp_path):
