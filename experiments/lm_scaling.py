@@ -21,13 +21,12 @@ the penalty grows with d_k is a difference of differences, which an Expectation 
 cannot state: the analysis in verdict.md gives the penalty per d_k with 95 % intervals and the
 growth from d_k=16 to 256.
 """
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 
 from transformer_jax import probes, report
-from transformer_jax.study import Comparison, Expectation, Study, bootstrap_interval
+from transformer_jax.study import Comparison, Expectation, Study, interval_of_mean, load_module
 
 HERE = Path(__file__).resolve().parent
 BITS = "eval/bits_per_char"
@@ -41,10 +40,7 @@ SIZES = {  # d_model (heads = d_model / d_k), layers, context, batch, steps
 
 def _lm_positions():
     """The sibling experiment file (experiments/ is not a package): its text path and base."""
-    spec = importlib.util.spec_from_file_location("_tj_lm_positions", HERE / "lm_positions.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(HERE / "lm_positions.py")
 
 
 def name(d_k: int, scaled: bool) -> str:
@@ -85,17 +81,14 @@ def penalty_by_head_dim(root: Path, runs: dict) -> str:
     seeds = sorted({seed for _, seed in runs})
     bits = lambda v: np.array([report.final_value(runs[(v, s)], BITS) for s in seeds])  # (seeds,)
     penalty = {d_k: bits(name(d_k, False)) - bits(name(d_k, True)) for d_k in HEAD_DIMS}
-    mean = lambda x, axis=-1: np.mean(x, axis)
     rows = []
     for d_k in HEAD_DIMS:
         p = penalty[d_k]
-        low, high = bootstrap_interval(mean, [p], paired=False) if np.isfinite(p).all() \
-            else (np.nan, np.nan)
+        low, high = interval_of_mean(p)
         rows.append((d_k, f"{p.mean():+.4f}", f"[{low:+.4f}, {high:+.4f}]",
                      " ".join(f"{x:+.4f}" for x in p)))
     growth = penalty[HEAD_DIMS[-1]] - penalty[HEAD_DIMS[0]]  # (seeds,)
-    low, high = bootstrap_interval(mean, [growth], paired=False) if np.isfinite(growth).all() \
-        else (np.nan, np.nan)
+    low, high = interval_of_mean(growth)
     probes.plot_lines(root / "penalty_by_head_dim.png",
                       {"unscaled − scaled": (list(HEAD_DIMS), [penalty[d].mean() for d in HEAD_DIMS])},
                       title="price of no ÷√d_k", xlabel="d_k", ylabel="Δ bits/char")

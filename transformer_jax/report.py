@@ -14,7 +14,7 @@ import numpy as np
 
 from transformer_jax import jobs, workdir as workdir_lib
 from transformer_jax.study import (Comparison, Expectation, INTERVAL_METHOD, Judgement, Study,
-                                   Verdict, bootstrap_interval)
+                                   Verdict, interval_of_mean)
 from transformer_jax.summaries import read_scalars
 
 Curve = list[tuple[int, float]]
@@ -79,7 +79,7 @@ def _mean_std_interval(values: list[float]) -> str:
         return "—"
     if len(finite) == 1:
         return f"{finite[0]:.4g}"
-    low, high = bootstrap_interval(lambda x, axis=-1: np.mean(x, axis), [finite], paired=False)
+    low, high = interval_of_mean(finite)
     return f"{np.mean(finite):.4g} ± {np.std(finite):.2g} [{low:.4g}, {high:.4g}]"
 
 

@@ -111,7 +111,7 @@ class Expectation:
     def _statistic(self) -> Callable[..., np.ndarray]:
         """The effect as a function of per-seed samples along `axis` (vectorized for scipy)."""
         if self.comparison is Comparison.AT_MOST:
-            return lambda a, axis=-1: np.mean(a, axis)
+            return mean_over_seeds
         if self.comparison is Comparison.WITHIN:
             return lambda a, b, axis=-1: ((np.mean(a, axis) - np.mean(b, axis))
                                           / np.maximum(np.abs(np.mean(b, axis)), 1e-12))
@@ -129,6 +129,19 @@ def worst_finite(final: Mapping[str, Mapping[int, float]], higher_is_better: boo
 
 def _count(value: float, worst: float) -> float:
     return value if math.isfinite(value) else worst
+
+
+def mean_over_seeds(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The statistic of a single variant: its mean over seeds (vectorized for scipy)."""
+    return np.mean(values, axis)
+
+
+def interval_of_mean(values: np.ndarray) -> tuple[float, float]:
+    """The 95 % interval of the mean of per-seed values; (nan, nan) if one is not finite."""
+    values = np.asarray(values, float)  # (seeds,)
+    if not np.isfinite(values).all():
+        return math.nan, math.nan
+    return bootstrap_interval(mean_over_seeds, [values], paired=False)
 
 
 def bootstrap_interval(statistic: Callable[..., np.ndarray], samples: list[np.ndarray],
@@ -245,7 +258,7 @@ def _set(config: ml_collections.ConfigDict, dotted: str, value: Any) -> None:
 
 def load_config(path: str | Path, arg: str = "") -> ml_collections.ConfigDict:
     """`get_config(arg)` of a config file, e.g. load_config(REPO / 'configs/synthetic.py', 'tiny')."""
-    return _load_module(path).get_config(arg)
+    return load_module(path).get_config(arg)
 
 
 def load_study(path: str | Path, size: str = "default") -> Study:
@@ -255,10 +268,11 @@ def load_study(path: str | Path, size: str = "default") -> Study:
     if not path.is_file():
         raise ConfigError(f"--experiment={str(path)!r} is not a file; experiments: "
                           f"{', '.join(sorted(p.name for p in path.parent.glob('*.py'))) or 'none found'}")
-    return _load_module(path).get_study(size)
+    return load_module(path).get_study(size)
 
 
-def _load_module(path: str | Path):
+def load_module(path: str | Path):
+    """A Python file as a module (experiment and config files are files, not a package)."""
     path = Path(path)
     spec = importlib.util.spec_from_file_location(f"_tj_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
