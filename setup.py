@@ -1,39 +1,53 @@
 """transformer_jax: every idea of the Transformer as a small, tested Flax module."""
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
-# Exact pins: the set measured to install and work together on Python 3.11 (see constraints.txt
-# for the transitive pins). TensorFlow is deliberately absent: tensorflow-datasets runs without it
-# through the array_record format and tfds.data_source (read by grain).
+VERSION = re.search(r'^__version__ = "([^"]+)"$',
+                    (Path(__file__).parent / "transformer_jax" / "_version.py").read_text(),
+                    flags=re.M).group(1)
+
+# Ranges, so that `pip install .` fits into an environment that already has JAX's accelerator
+# build: a lower bound where the code needs an API (release notes, README "Install into your own
+# environment"), an upper bound only where a break is known or likely. The exact set measured to
+# work together is constraints.txt, from which scripts/_venv.sh builds .venv.
+# TensorFlow is deliberately absent: tensorflow-datasets runs without it through the array_record
+# format and tfds.data_source.
 INSTALL_REQUIRES = [
-    "jax==0.10.2",
-    "jaxlib==0.10.2",
-    "flax==0.12.8",
-    "optax==0.2.8",
-    "chex==0.1.92",
-    "ml_collections==1.1.0",
-    "absl-py==2.5.1",
-    "orbax-checkpoint==0.12.8",
-    "tensorflow-datasets==4.9.10",
-    "importlib_resources==7.1.0",  # TFDS on Python 3.11 imports it but declares it for <3.9 only
-    "array_record==0.8.6",
-    "grain==0.2.18",
-    "tensorboard==2.21.0",
-    "tensorboardX==2.6.5",
-    "matplotlib==3.11.2",
-    "numpy==2.4.6",
-    "psutil==7.2.2",
-    "scipy==1.17.1",  # bootstrap intervals in study verdicts (also a jax dependency)
+    # 0.10.0 removed jax.sharding.PmapSharding, which orbax < 0.11.31 still references; the floor
+    # of the tested series. 0.13: every minor release removes deprecated APIs (0.10.0, 0.11.0).
+    "jax>=0.10.0,<0.13",
+    "jaxlib>=0.10.0,<0.13",  # jax pins jaxlib to its own release; the same range
+    # nnx.OptState, to_pure_dict/replace_by_pure_dict free functions and 0.12's Variable/Pytree
+    # model. <0.13: NNX's API changed with each minor (0.11 Optimizer(wrt=), 0.12 Variables).
+    "flax>=0.12.0,<0.13",
+    "optax>=0.2.5",  # optax.tree.norm
+    # <0.13: the v0 CheckpointManager/args API we use is being superseded by orbax.checkpoint.v1
+    # (0.12.0 renamed v1 functions, 0.12.3 deprecated CheckpointManagerOptions fields).
+    "orbax-checkpoint>=0.11.31,<0.13",
+    "ml_collections>=1.0.0",
+    "absl-py>=1.0.0",
+    "tensorflow-datasets>=4.9.0",  # tfds.data_source over file_format="array_record" (4.9)
+    "importlib_resources",  # TFDS on Python 3.11 imports it but declares it for <3.9 only
+    "array_record>=0.5.0",  # TFDS's array_record reader
+    "tensorboard>=2.12",
+    "tensorboardX>=2.6",
+    "matplotlib>=3.7",
+    "numpy>=2.0",  # the floor of jax 0.10
+    "psutil>=5.9",
+    "scipy>=1.14",  # scipy.stats.bootstrap for study verdicts; the floor of jax 0.10
 ]
 
 TEST_REQUIRES = [
-    "pytest==9.2.0",
-    "hypothesis==6.170.17",
-    "torch==2.13.0",  # CPU build, reference implementations in tests and benchmarks only
+    "pytest>=8.0",
+    "hypothesis>=6.0",
+    "torch>=2.4",  # CPU build (constraints.txt), reference implementations in tests and benchmarks
 ]
 
 setup(
     name="transformer_jax",
-    version="0.1.0",
+    version=VERSION,
     description="The Transformer, explained as small tested JAX/Flax modules and ablation studies.",
     packages=find_packages(include=["transformer_jax", "transformer_jax.*"]),
     python_requires=">=3.11",

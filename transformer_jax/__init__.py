@@ -2,6 +2,7 @@
 
     from transformer_jax import scaled_dot_product_attention, MultiHeadAttention, Transformer
 """
+from transformer_jax._version import __version__
 from transformer_jax.attention import (AttentionProbe, Mask, MultiHeadAttention, fused_attention,
                                        scaled_dot_product_attention)
 from transformer_jax.blocks import Block, FeedForward
