@@ -36,7 +36,7 @@ INSTALL_REQUIRES = [
     "matplotlib>=3.7",
     "numpy>=2.0",  # the floor of jax 0.10
     "psutil>=5.9",
-    "scipy>=1.14",  # scipy.stats.bootstrap for study verdicts; the floor of jax 0.10
+    "scipy>=1.14",  # scipy.stats (t, binomtest) for study verdicts; the floor of jax 0.10
 ]
 
 TEST_REQUIRES = [

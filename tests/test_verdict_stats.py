@@ -7,38 +7,41 @@ import math
 import warnings
 
 import ml_collections
+import numpy as np
 import pytest
+import scipy.stats
 
 from transformer_jax import report
 from transformer_jax.config import ConfigError
-from transformer_jax.study import (Comparison, Expectation, Study, Verdict, seeds_to_settle,
-                                   settle_note)
+from transformer_jax.study import (Comparison, Expectation, Study, Verdict, interval_of_mean,
+                                   seeds_to_settle, seeds_to_settle_rate, settle_note)
 
 HOLDS, FAILS, UNSURE = Verdict.HOLDS, Verdict.FAILS, Verdict.INCONCLUSIVE
+T2 = scipy.stats.t.ppf(0.975, 2)  # 4.303: the t quantile at 3 seeds
 
 
 def by_seed(*values: float, first: int = 0) -> dict[int, float]:
     return {first + i: v for i, v in enumerate(values)}
 
 
-# per-seed differences a − b: 0.4, 0.25, 0.25 (percentile interval of the mean: [0.25, 0.4])
+# per-seed differences a − b: 0.4, 0.25, 0.25: mean 0.3, sd √0.0075, t interval 0.3 ± T2·0.05
 FINAL = {"a": by_seed(0.9, 0.8, 0.85), "b": by_seed(0.5, 0.55, 0.6)}
 
 
 @pytest.mark.parametrize("expectation, verdict", [
-    (Expectation("", "m", "a", Comparison.BETTER, 0.2, b="b"), HOLDS),
-    (Expectation("", "m", "a", Comparison.BETTER, 0.35, b="b"), UNSURE),
-    (Expectation("", "m", "a", Comparison.BETTER, 0.5, b="b"), FAILS),
+    (Expectation("", "m", "a", Comparison.BETTER, 0.05, b="b"), HOLDS),  # [0.085, 0.515]
+    (Expectation("", "m", "a", Comparison.BETTER, 0.2, b="b"), UNSURE),
+    (Expectation("", "m", "a", Comparison.BETTER, 0.6, b="b"), FAILS),
     (Expectation("", "m", "b", Comparison.BETTER, 0.0, b="a"), FAILS),
-    # lower is better: b's lower values beat a's by 0.25..0.4
-    (Expectation("", "m", "b", Comparison.BETTER, 0.2, b="a", higher_is_better=False), HOLDS),
+    # lower is better: b's lower values beat a's by 0.3 ± 0.215
+    (Expectation("", "m", "b", Comparison.BETTER, 0.05, b="a", higher_is_better=False), HOLDS),
     (Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b", higher_is_better=False), FAILS),
-    (Expectation("", "m", "a", Comparison.WITHIN, 0.1, b="b"), FAILS),  # gap ≈ +55 %
-    (Expectation("", "m", "a", Comparison.WITHIN, 0.9, b="b"), HOLDS),
+    (Expectation("", "m", "a", Comparison.WITHIN, 0.1, b="b"), FAILS),  # gap +55 % [13 %, 118 %]
+    (Expectation("", "m", "a", Comparison.WITHIN, 1.2, b="b"), HOLDS),
     (Expectation("", "m", "a", Comparison.WITHIN, 0.6, b="b"), UNSURE),
-    (Expectation("", "m", "a", Comparison.AT_MOST, 0.95), HOLDS),
+    (Expectation("", "m", "a", Comparison.AT_MOST, 0.99), HOLDS),  # 0.85 ± T2·0.05/√3
     (Expectation("", "m", "a", Comparison.AT_MOST, 0.85), UNSURE),
-    (Expectation("", "m", "a", Comparison.AT_MOST, 0.75), FAILS),
+    (Expectation("", "m", "a", Comparison.AT_MOST, 0.7), FAILS),
 ])
 def test_three_way_verdict(expectation, verdict):
     j = expectation.judge(FINAL)
@@ -47,16 +50,42 @@ def test_three_way_verdict(expectation, verdict):
     assert (j.note != "") == (verdict is UNSURE)
 
 
-def test_effect_is_the_gain_and_the_relative_gap():
+def test_effect_and_interval_are_scipys_t_intervals():
+    a, b = (list(FINAL[v].values()) for v in "ab")
     better = Expectation("", "m", "a", Comparison.BETTER, 0.2, b="b").judge(FINAL)
     assert better.effect == pytest.approx(0.3) and better.paired
-    assert (better.low, better.high) == pytest.approx((0.25, 0.4))
+    assert (better.low, better.high) == pytest.approx((0.3 - T2 * 0.05, 0.3 + T2 * 0.05))
+    assert (better.low, better.high) == pytest.approx(tuple(
+        scipy.stats.ttest_rel(a, b).confidence_interval(0.95)))
     loss = Expectation("", "m", "b", Comparison.BETTER, 0.2, b="a", higher_is_better=False)
-    assert loss.judge(FINAL).effect == pytest.approx(0.3)  # > 0: the lower loss wins
+    assert (loss.judge(FINAL).effect, loss.judge(FINAL).low) == pytest.approx((0.3, better.low))
+    at_most = Expectation("", "m", "a", Comparison.AT_MOST, 0.9).judge(FINAL)
+    assert (at_most.low, at_most.high) == pytest.approx(tuple(
+        scipy.stats.ttest_1samp(a, 0.0).confidence_interval(0.95)))
+    assert at_most.high == pytest.approx(0.85 + T2 * 0.05 / math.sqrt(3))
+    assert interval_of_mean(a) == pytest.approx((at_most.low, at_most.high))
+
+
+def test_relative_gap_is_fiellers_interval():
+    """At each end ρ of the interval of mean a / mean b, the paired t-test of a_i − ρ·b_i is
+    exactly at p = 0.05; the relative gap is ρ − 1."""
     within = Expectation("", "m", "a", Comparison.WITHIN, 0.6, b="b")
-    assert within.judge(FINAL).effect == pytest.approx(0.3 / 0.55)
+    j = within.judge(FINAL)
+    assert j.effect == pytest.approx(0.3 / 0.55)
+    a, b = (np.array(list(FINAL[v].values())) for v in "ab")
+    for gap in (j.low, j.high):
+        assert scipy.stats.ttest_1samp(a - (1 + gap) * b, 0.0).pvalue == pytest.approx(0.05)
+    assert (j.low, j.high) == pytest.approx((0.12885, 1.18191), abs=1e-5)
     scaled = {v: {s: 100 * x for s, x in xs.items()} for v, xs in FINAL.items()}
-    assert within.judge(scaled).verdict is within.judge(FINAL).verdict  # relative: unit-free
+    assert (within.judge(scaled).low, within.judge(scaled).high) == pytest.approx((j.low, j.high))
+    # a negative b: the gap is (a − b)/|b|, still > 0 when a is above b
+    negative = {v: {s: x - 1.0 for s, x in xs.items()} for v, xs in FINAL.items()}  # a ≈ −0.15
+    k = within.judge(negative)
+    assert k.effect == pytest.approx(0.3 / 0.45) and k.low <= k.effect <= k.high
+    # b's mean not clearly away from 0: a ratio has no bounded interval
+    near_zero = Expectation("", "m", "a", Comparison.WITHIN, 0.1, b="b").judge(
+        {"a": by_seed(1.0, 1.1, 0.9), "b": by_seed(-0.5, 0.1, 0.6)})
+    assert math.isinf(near_zero.low) and math.isinf(near_zero.high) and near_zero.verdict is UNSURE
 
 
 def test_within_fails_on_either_side():
@@ -76,19 +105,22 @@ def test_paired_by_seed_is_tighter_than_unpaired():
     assert paired.effect == pytest.approx(unpaired.effect)
     assert paired.verdict is HOLDS and unpaired.verdict is UNSURE
     assert unpaired.high - unpaired.low > 5 * (paired.high - paired.low)
+    welch = scipy.stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert (unpaired.low, unpaired.high) == pytest.approx((welch.low, welch.high))
 
 
 def test_unpaired_samples_of_different_sizes():
     e = Expectation("", "m", "a", Comparison.BETTER, 0.1, b="b")
-    j = e.judge({"a": by_seed(0.9, 0.92, 0.91), "b": by_seed(0.5, 0.52, 0.51, 0.49, first=5)})
+    a, b = by_seed(0.9, 0.92, 0.91), by_seed(0.5, 0.52, 0.51, 0.49, first=5)
+    j = e.judge({"a": a, "b": b})
     assert not j.paired and j.verdict is HOLDS
-
-
-def test_intervals_are_reproducible():
-    e = Expectation("", "m", "a", Comparison.BETTER, 0.3, b="b")
-    final = {"a": by_seed(0.9, 0.7, 0.85, 0.8), "b": by_seed(0.5, 0.55, 0.6, 0.4, first=4)}
-    first, second = e.judge(final), e.judge(final)
-    assert (first.low, first.high) == (second.low, second.high)
+    welch = scipy.stats.ttest_ind(list(a.values()), list(b.values()), equal_var=False)
+    assert (j.low, j.high) == pytest.approx(tuple(welch.confidence_interval(0.95)))
+    # the relative gap of unpaired samples: Fieller with min(n_a, n_b) − 1 = 2 dof
+    gap = Expectation("", "m", "a", Comparison.WITHIN, 1.0, b="b").judge({"a": a, "b": b})
+    for rho in (1 + gap.low, 1 + gap.high):
+        se = math.sqrt(np.var(list(a.values()), ddof=1) / 3 + rho ** 2 * np.var(list(b.values()), ddof=1) / 4)
+        assert abs(np.mean(list(a.values())) - rho * np.mean(list(b.values()))) / se == pytest.approx(T2)
 
 
 def test_zero_spread_interval_is_the_point_without_warnings():
@@ -100,9 +132,12 @@ def test_zero_spread_interval_is_the_point_without_warnings():
         shift = Expectation("", "m", "a", Comparison.BETTER, 0.2, b="b").judge(
             {"a": by_seed(0.9, 0.7, 0.8), "b": by_seed(0.6, 0.4, 0.5)})
         assert shift.low == shift.high == pytest.approx(0.3) and shift.verdict is HOLDS
-    within = Expectation("", "m", "a", Comparison.WITHIN, 0.05, b="b")
-    assert within.judge({"a": by_seed(1.04, 1.04, 1.04), "b": by_seed(1.0, 1.0, 1.0)}).verdict is HOLDS
-    assert within.judge({"a": by_seed(1.06, 1.06, 1.06), "b": by_seed(1.0, 1.0, 1.0)}).verdict is FAILS
+        unpaired = Expectation("", "m", "a", Comparison.BETTER, 0.2, b="b").judge(
+            {"a": by_seed(0.9, 0.9), "b": by_seed(0.6, 0.6, first=2)})
+        assert unpaired.low == unpaired.high == pytest.approx(0.3)
+        within = Expectation("", "m", "a", Comparison.WITHIN, 0.05, b="b")
+        assert within.judge({"a": by_seed(1.04, 1.04, 1.04), "b": by_seed(1.0, 1.0, 1.0)}).verdict is HOLDS
+        assert within.judge({"a": by_seed(1.06, 1.06, 1.06), "b": by_seed(1.0, 1.0, 1.0)}).verdict is FAILS
 
 
 def test_one_seed_is_never_settled():
@@ -111,18 +146,48 @@ def test_one_seed_is_never_settled():
     assert j.verdict is UNSURE and math.isinf(j.high - j.low) and "no spread" in j.note
 
 
-def test_diverged_run_counts_as_the_worst_finished_run():
-    final = {"a": by_seed(0.9, 0.8, 0.85), "b": by_seed(0.5, math.nan, 0.6),
-             "other": by_seed(0.2, 0.3, 0.25)}  # the worst accuracy in the study: 0.2
-    j = Expectation("", "m", "a", Comparison.BETTER, 0.2, b="b").judge(final)
-    assert j.values["b"] == {0: 0.5, 1: 0.2, 2: 0.6} and j.diverged == {"a": (), "b": (1,)}
-    assert j.worst == 0.2 and j.verdict is HOLDS
-    # lower is better (a loss): a diverged run counts as the highest loss
-    loss = Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b", higher_is_better=False)
-    assert loss.judge(final).values["b"][1] == 0.9
-    # an explicit `worst`, e.g. chance accuracy
-    chance = Expectation("", "m", "a", Comparison.BETTER, 0.2, b="b", worst=0.0).judge(final)
-    assert chance.values["b"][1] == 0.0 and chance.worst == 0.0
+# a: [0.9, 0.91, 0.9, 0.92]; b's seed 1 diverged; the study's finished values span 0.2..0.92
+DIVERGED = {"a": by_seed(0.9, 0.91, 0.9, 0.92), "b": by_seed(0.5, math.nan, 0.52, 0.51),
+            "other": by_seed(0.2, 0.3, 0.25, 0.3)}
+
+
+def test_a_diverged_run_counts_as_the_least_favourable_finished_value():
+    """b's diverged run counts as the study's best value (0.92): a beats b is not helped by
+    it. Counted as the study's worst (0.2) the claim would hold: the run decides it."""
+    j = Expectation("", "m", "a", Comparison.BETTER, 0.05, b="b").judge(DIVERGED)
+    assert j.values["b"] == {0: 0.5, 1: 0.92, 2: 0.52, 3: 0.51} and j.fill == {"b": 0.92}
+    assert j.diverged == {"a": (), "b": (1,)}
+    assert j.verdict is UNSURE and "the diverged runs decide it" in j.note and "0.2 or 0.92" in j.note
+    # where the divergence is the claimed failure, the expectation says what it counts as
+    chance = Expectation("", "m", "a", Comparison.BETTER, 0.05, b="b", worst=0.0).judge(DIVERGED)
+    assert chance.values["b"][1] == 0.0 and chance.fill == {"b": 0.0} and chance.verdict is HOLDS
+    # a diverged run of `a` (the claimed winner) counts as the study's worst; lower is better:
+    # as the highest loss
+    flipped = {"a": DIVERGED["b"], "b": DIVERGED["a"], "other": DIVERGED["other"]}
+    loss = Expectation("", "m", "a", Comparison.BETTER, 0.05, b="b", higher_is_better=False)
+    assert loss.judge(flipped).fill == {"a": 0.92}
+    accuracy = Expectation("", "m", "a", Comparison.BETTER, 0.3, b="b").judge(flipped)
+    assert accuracy.fill == {"a": 0.2}
+    # the verdict stands when both ends give it: a ≈ 0.4 below b fails "a beats b by 0.3"
+    # whether a's diverged run counts as 0.2 or as 0.92
+    assert accuracy.verdict is FAILS and accuracy.note == ""
+
+
+def test_at_most_cannot_hold_because_runs_diverged():
+    """Issue 23: filled with the study's lowest value, these held before; they are not settled."""
+    nan = math.nan
+    low = Expectation("accuracy stuck at chance", "m", "a", Comparison.AT_MOST, 0.6)
+    every = low.judge({"a": by_seed(nan, nan, nan), "b": by_seed(0.1, 0.95, 0.12)})
+    assert every.verdict is UNSURE and "every run of a diverged" in every.note
+    assert every.values["a"] == {0: 0.95, 1: 0.95, 2: 0.95}  # shown as the least favourable
+    some = low.judge({"a": by_seed(0.30, 0.31, nan, 0.30), "b": by_seed(0.1, 0.95, 0.12, 0.1)})
+    assert some.fill == {"a": 0.95} and some.verdict is UNSURE
+    # even when every finished run in the study is below the margin
+    assert low.judge({"a": by_seed(nan, nan, nan), "b": by_seed(0.1, 0.1, 0.12)}).verdict is UNSURE
+    # unless the expectation says what a diverged run counts as
+    assert low.judge({"a": by_seed(nan, nan, nan), "b": by_seed(0.1, 0.9, 0.12)}).verdict is UNSURE
+    assert Expectation("", "m", "a", Comparison.AT_MOST, 0.6, worst=0.1).judge(
+        {"a": by_seed(nan, nan, nan), "b": by_seed(0.1, 0.9, 0.12)}).verdict is HOLDS
 
 
 def test_every_run_diverged_is_inconclusive_not_a_crash():
@@ -130,35 +195,95 @@ def test_every_run_diverged_is_inconclusive_not_a_crash():
     j = Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b").judge(
         {"a": by_seed(nan, nan, nan), "b": by_seed(nan, nan, nan)})
     assert j.verdict is UNSURE and "worst" in j.note
+    lost_b = Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b").judge(
+        {"a": by_seed(0.9, 0.9, 0.91), "b": by_seed(nan, nan, nan)})
+    assert lost_b.verdict is UNSURE and lost_b.note.startswith("every run of b diverged")
     assert Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b", worst=0.0).judge(
-        {"a": by_seed(nan, nan, nan), "b": by_seed(nan, nan, nan)}).verdict is HOLDS
+        {"a": by_seed(0.5, 0.6, 0.55), "b": by_seed(nan, nan, nan)}).verdict is HOLDS
+
+
+# Post-LN without warm-up on the committed run: two of three seeds stuck near chance
+POST_LN = {"post": by_seed(0.1073, 0.8014, 0.1539), "pre": by_seed(0.9851, 0.9784, 0.9721),
+           "blown": by_seed(math.nan, 0.9, 0.95)}
+
+
+def rate(a: str, comparison: Comparison, margin: float, threshold: float = 0.5, **kw) -> Expectation:
+    return Expectation("", "eval/accuracy", a, comparison, margin, threshold=threshold, **kw)
+
+
+def test_fail_rate_is_judged_with_an_exact_binomial_interval():
+    j = rate("post", Comparison.FAIL_RATE_AT_LEAST, 0.05).judge(POST_LN)
+    exact = scipy.stats.binomtest(2, 3).proportion_ci(0.95, method="exact")
+    assert j.effect == pytest.approx(2 / 3) and (j.low, j.high) == pytest.approx((exact.low, exact.high))
+    assert (j.low, j.high) == pytest.approx((0.0943, 0.9916), abs=1e-4) and j.verdict is HOLDS
+    assert j.values == {"post": POST_LN["post"]} and j.fill == {}
+    # 0.0943 < 0.1: 2 of 3 is not enough; 3 of 4 (CP low 0.194) would be
+    unsure = rate("post", Comparison.FAIL_RATE_AT_LEAST, 0.1).judge(POST_LN)
+    assert unsure.verdict is UNSURE and unsure.note == "≈ 4 seeds would settle it at this rate (now 3)"
+    # none of 3 failing bounds the rate by 1 − 0.025^(1/3) = 0.708 only; ≤ 0.5 needs 6 runs
+    pre = rate("pre", Comparison.FAIL_RATE_AT_MOST, 0.5).judge(POST_LN)
+    assert (pre.effect, pre.low) == (0.0, 0.0) and pre.high == pytest.approx(1 - 0.025 ** (1 / 3))
+    assert pre.verdict is UNSURE and "≈ 6 seeds" in pre.note
+    assert rate("pre", Comparison.FAIL_RATE_AT_MOST, 0.75).judge(POST_LN).verdict is HOLDS
+    assert rate("pre", Comparison.FAIL_RATE_AT_LEAST, 0.75).judge(POST_LN).verdict is FAILS
+
+
+def test_fail_rate_counts_diverged_runs_and_reads_the_direction():
+    j = rate("blown", Comparison.FAIL_RATE_AT_MOST, 0.5).judge(POST_LN)
+    assert j.effect == pytest.approx(1 / 3) and j.diverged == {"blown": (0,)}
+    # a loss fails above its threshold: post's losses (accuracies here) above 0.5: one of three
+    loss = rate("post", Comparison.FAIL_RATE_AT_MOST, 0.5, higher_is_better=False).judge(POST_LN)
+    assert loss.effect == pytest.approx(1 / 3)
+    # exactly at the threshold passes
+    assert rate("post", Comparison.FAIL_RATE_AT_MOST, 0.5, threshold=0.1073).judge(
+        POST_LN).effect == 0.0
+    assert seeds_to_settle_rate(1, 2, (0.5, math.inf)) is None  # on the threshold
+
+
+@pytest.mark.parametrize("fields, fragment", [
+    (dict(comparison=Comparison.FAIL_RATE_AT_LEAST, margin=0.1), "needs threshold="),
+    (dict(comparison=Comparison.AT_MOST, margin=0.1, threshold=0.5), "threshold= goes with"),
+    (dict(comparison=Comparison.FAIL_RATE_AT_MOST, margin=1.5, threshold=0.5), "between 0 and 1"),
+    (dict(comparison=Comparison.BETTER, margin=0.1), "needs b="),
+    (dict(comparison=Comparison.AT_MOST, margin=0.1, b="b"), "takes no b="),
+])
+def test_expectation_fields_are_checked(fields, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        Expectation("e", "m", "a", **fields)
 
 
 def test_seeds_to_settle():
-    # half-width 0.1, effect 0.05 from the threshold: the interval must halve, 4× the seeds
-    assert seeds_to_settle(3, 0.30, 0.20, 0.40, (0.25, math.inf)) == 12
+    # half-width 0.1 at 3 seeds (sd 0.1·√3/T2), effect 0.05 from the threshold: at 4 seeds the
+    # half-width is t_3·sd/2 = 0.064, at 5 seeds t_4·sd/√5 = 0.04997 <= 0.05
+    sd = 0.1 * math.sqrt(3) / T2
+    assert scipy.stats.t.ppf(0.975, 3) * sd / 2 > 0.05 >= scipy.stats.t.ppf(0.975, 4) * sd / math.sqrt(5)
+    assert seeds_to_settle(3, 0.30, 0.20, 0.40, (0.25, math.inf)) == 5
     assert seeds_to_settle(3, 0.30, 0.20, 0.40, (0.30, math.inf)) is None  # on the threshold
     assert seeds_to_settle(1, 0.30, -math.inf, math.inf, (0.25, math.inf)) is None
-    assert seeds_to_settle(3, 0.30, 0.24, 0.36, (0.235, math.inf)) == 4  # at least one more
-    # WITHIN: the nearest of ±margin decides
-    assert seeds_to_settle(4, 0.0, -0.2, 0.2, (-0.1, 0.1)) == 16
-    assert "≈ 12 seeds" in settle_note(3, 0.30, 0.20, 0.40, (0.25, math.inf))
-    assert "> 100 seeds" in settle_note(3, 0.30, 0.20, 0.40, (0.299, math.inf))
-    # FINAL: effect 0.3, interval [0.25, 0.4]: half-width 0.075, 0.05 from 0.35 → 3·1.5² = 6.75
-    j = Expectation("", "m", "a", Comparison.BETTER, 0.35, b="b").judge(FINAL)
-    assert j.verdict is UNSURE and j.note == "≈ 7 seeds would settle it at this spread (now 3)"
+    assert seeds_to_settle(3, 0.30, 0.24, 0.36, (0.255, math.inf)) == 4  # at least one more
+    # WITHIN: the nearest of ±margin decides; half-width 2× the distance at 4 seeds
+    assert seeds_to_settle(4, 0.0, -0.2, 0.2, (-0.1, 0.1)) == 9
+    assert "≈ 5 seeds" in settle_note(3, seeds_to_settle(3, 0.30, 0.20, 0.40, (0.25, math.inf)))
+    assert "> 100 seeds" in settle_note(3, seeds_to_settle(3, 0.30, 0.20, 0.40, (0.299, math.inf)))
+    # FINAL: effect 0.3, half-width T2·0.05 = 0.215, 0.1 from 0.2: sd 0.0866, t_{m−1}·sd/√m <= 0.1
+    j = Expectation("", "m", "a", Comparison.BETTER, 0.2, b="b").judge(FINAL)
+    needed = next(m for m in range(4, 100)
+                  if scipy.stats.t.ppf(0.975, m - 1) * math.sqrt(0.0075) / math.sqrt(m) <= 0.1)
+    assert j.verdict is UNSURE and j.note == f"≈ {needed} seeds would settle it at this spread (now 3)"
+    assert needed == 6
     on_it = Expectation("", "m", "a", Comparison.BETTER, 0.3, b="b").judge(FINAL)
     assert on_it.verdict is UNSURE and "sits on the threshold" in on_it.note
 
 
 def _study(**fields) -> Study:
-    return Study(name="s", claim="x helps", published="p", base=ml_collections.ConfigDict({"seed": 0}),
-                 variants={"x": {}, "y": {"model.attn_scale": False}}, seeds=(0, 1, 2),
-                 metrics=("eval/accuracy",),
-                 expectations=(Expectation("x beats y", "eval/accuracy", "x", Comparison.BETTER,
-                                           0.2, b="y"),
-                               Expectation("y near x", "eval/accuracy", "y", Comparison.WITHIN,
-                                           0.1, b="x")), **fields)
+    expectations = (Expectation("x beats y", "eval/accuracy", "x", Comparison.BETTER, 0.2, b="y",
+                                worst=0.45),
+                    Expectation("y near x", "eval/accuracy", "y", Comparison.WITHIN, 0.1, b="x",
+                                worst=0.45))
+    return Study(**{**dict(name="s", claim="x helps", published="p",
+                           base=ml_collections.ConfigDict({"seed": 0}),
+                           variants={"x": {}, "y": {"model.attn_scale": False}}, seeds=(0, 1, 2),
+                           metrics=("eval/accuracy",), expectations=expectations), **fields})
 
 
 def _runs(values: dict[str, list[float]]):
@@ -167,30 +292,45 @@ def _runs(values: dict[str, list[float]]):
             for v, xs in values.items() for s, x in enumerate(xs)}
 
 
-RUNS = _runs({"x": [0.9, 0.8, 0.85], "y": [0.5, math.nan, 0.6]})
+RUNS = _runs({"x": [0.9, 0.88, 0.89], "y": [0.5, math.nan, 0.52]})
 
 
-def test_summary_shows_mean_std_and_interval():
+def test_summary_shows_mean_std_and_t_interval():
     text = report._summary_markdown(_study(), RUNS)
-    assert "95 % interval" in text and "percentile bootstrap" in text
-    assert "| x | (base) | 0/3 | 0.85 ± 0.041 [0.8, 0.9] |" in text
-    assert "| 1/3 | 0.55 ± 0.05 [0.5, 0.6] |" in text  # diverged runs left out, counted
+    assert "95 % interval" in text and "Student-t" in text and "bootstrap" not in text
+    x = scipy.stats.ttest_1samp([0.9, 0.88, 0.89], 0.0).confidence_interval(0.95)
+    assert f"| x | (base) | 0/3 | 0.89 ± 0.0082 [{x.low:.4g}, {x.high:.4g}] |" in text
+    assert "[0.8652, 0.9148]" in text  # 0.89 ± T2·0.01/√3
+    y = scipy.stats.ttest_1samp([0.5, 0.52], 0.0).confidence_interval(0.95)  # 1 dof: 12.7
+    assert f"| 1/3 | 0.51 ± 0.01 [{y.low:.4g}, {y.high:.4g}] |" in text  # diverged left out
 
 
 def test_verdict_table_and_overall_line_and_index(tmp_path):
     text = report.verdict_markdown(_study(), RUNS, analysis="accuracy by length: flat")
     assert "| expected | per-seed values | effect | 95 % interval | threshold | verdict |" in text
-    assert ("| x beats y | x: 0.9, 0.8, 0.85 · y: 0.5, diverged→0.5, 0.6 | 0.3167 (x − y) "
-            "| [0.25, 0.4] | ≥ 0.2 | holds |") in text
+    # x − y per seed: 0.4, 0.43, 0.37 (y's diverged run counts as worst=0.45): 0.4 ± T2·0.03/√3
+    assert ("| x beats y | x: 0.9, 0.88, 0.89 · y: 0.5, diverged→0.45, 0.52 | 0.4 (x − y) "
+            "| [0.3255, 0.4745] | ≥ 0.2 | holds |") in text
     assert "| y near x |" in text and "within ±10.0%" in text and "| does not hold |" in text
     assert "the claim partly holds" in text and "(1 hold, 1 do not hold, 0 inconclusive of 2" in text
-    assert "percentile bootstrap" in text and "## Analysis\n\naccuracy by length: flat" in text
+    assert "Student-t" in text and "Fieller" in text and "Clopper" in text
+    assert "least favourable" in text and "bootstrap" not in text
+    assert "## Analysis\n\naccuracy by length: flat" in text
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "verdict.md").write_text(text)
     index = report.write_index(tmp_path, ["s"]).read_text()
     assert "| expected | effect | 95 % interval | threshold | verdict |" in index
-    assert "| x beats y | 0.3167 (x − y) | [0.25, 0.4] | ≥ 0.2 | holds |" in index
+    assert "| x beats y | 0.4 (x − y) | [0.3255, 0.4745] | ≥ 0.2 | holds |" in index
     assert "per-seed" not in index and "**Verdict: the claim partly holds" in index
+
+
+def test_verdict_row_of_a_fail_rate():
+    study = _study(expectations=(Expectation(
+        "y fails on some seeds", "eval/accuracy", "y", Comparison.FAIL_RATE_AT_LEAST, 0.05,
+        threshold=0.51),))
+    text = report.verdict_markdown(study, RUNS)
+    assert ("| y fails on some seeds | y: 0.5, diverged, 0.52 | 66.7% (2/3 runs of y fail: "
+            "diverged or < 0.51) | [9.4%, 99.2%] | ≥ 5.0% | holds |") in text
 
 
 def test_inconclusive_verdict_says_how_many_seeds():

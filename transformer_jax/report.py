@@ -1,7 +1,8 @@
 """A study's written results, read back from the runs' own TensorBoard files and status files:
 curves.png, summary.csv, summary.md, verdict.md (and the step-0 probes and the study's analyses,
-if it has some). Every mean over seeds comes with its 95 % bootstrap interval
-(`study.INTERVAL_METHOD`): with 3 seeds a "holds" must survive the seed-to-seed spread.
+if it has some). Every mean over seeds comes with its 95 % Student-t interval, and every
+verdict with the interval of its effect (`study.INTERVAL_METHOD`): with 3 seeds a "holds" must
+survive the seed-to-seed spread, which the t quantile (4.30 at 2 dof) makes wide.
 """
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from transformer_jax import jobs, workdir as workdir_lib
-from transformer_jax.study import (Comparison, Expectation, INTERVAL_METHOD, Judgement, Study,
-                                   Verdict, interval_of_mean)
+from transformer_jax.study import (Comparison, Expectation, INTERVAL_METHOD, Judgement, RATES,
+                                   Study, Verdict, interval_of_mean)
 from transformer_jax.summaries import read_scalars
 
 Curve = list[tuple[int, float]]
@@ -113,10 +114,13 @@ def verdict_markdown(study: Study, runs, probes: str = "", analysis: str = "") -
         verdicts.append(judgement.verdict)
         lines.append("| " + " | ".join(verdict_cells(e, judgement)) + " |")
     lines += ["", overall_line(verdicts, study.seeds), "",
-              f"Effect: a − b (sign so that > 0 is better), the relative gap (a − b)/|b|, or the "
-              f"mean of a. Intervals: {INTERVAL_METHOD}; with 3 seeds they are about the range "
-              f"of the per-seed values. A diverged run counts as the expectation's `worst` value "
-              f"(default: the worst finished run of that metric in the study).", ""]
+              f"Effect: a − b (sign so that > 0 is better), the relative gap (a − b)/|b|, the "
+              f"mean of a, or the fraction of a's runs that fail. Intervals: {INTERVAL_METHOD}; "
+              f"with 3 seeds a t interval reaches 2.5 per-seed standard deviations either side "
+              f"of the mean. A diverged run counts as the expectation's `worst` if it sets one; "
+              f"else as the study's finished value least favourable to the expectation, and a "
+              f"verdict that its value would change is inconclusive. A failure rate counts a "
+              f"diverged run as failed.", ""]
     lines += ["![curves](curves.png)", ""]
     if probes:
         lines += ["## Step-0 probes (no training)", "", probes, ""]
@@ -139,7 +143,14 @@ def verdict_cells(e: Expectation, j: Judgement) -> list[str]:
     """One row of verdict.md: expected, per-seed values, effect, interval, threshold, verdict."""
     percent = e.comparison is Comparison.WITHIN
     number = (lambda x: f"{x:+.1%}") if percent else (lambda x: f"{x:.4g}")
-    if e.comparison is Comparison.AT_MOST:
+    if e.comparison in RATES:
+        number = lambda x: f"{x:.1%}"
+        failed = round(j.effect * len(j.values[e.a]))
+        side = "<" if e.higher_is_better else ">"
+        effect = (f"{number(j.effect)} ({failed}/{len(j.values[e.a])} runs of {e.a} fail: "
+                  f"diverged or {side} {e.threshold:.4g})")
+        threshold = ("≥ " if e.comparison is Comparison.FAIL_RATE_AT_LEAST else "≤ ") + number(e.margin)
+    elif e.comparison is Comparison.AT_MOST:
         effect, threshold = f"{number(j.effect)} (mean of {e.a})", f"≤ {number(e.margin)}"
     elif percent:
         effect, threshold = f"{number(j.effect)} ({e.a} vs {e.b})", f"within ±{e.margin:.1%}"
@@ -153,8 +164,10 @@ def verdict_cells(e: Expectation, j: Judgement) -> list[str]:
 
 
 def _per_seed(j: Judgement) -> str:
-    """'a: 0.91, 0.9, diverged→0.2 · b: ...' in seed order."""
-    return " · ".join(f"{v}: " + ", ".join(f"diverged→{x:.4g}" if s in j.diverged[v] else f"{x:.4g}"
+    """'a: 0.91, 0.9, diverged→0.2 · b: ...' in seed order (a failure rate: 'diverged')."""
+    def cell(x: float) -> str:
+        return "diverged" if not math.isfinite(x) else f"diverged→{x:.4g}"
+    return " · ".join(f"{v}: " + ", ".join(cell(x) if s in j.diverged[v] else f"{x:.4g}"
                                            for s, x in xs.items())
                       for v, xs in j.values.items())
 
