@@ -17,7 +17,7 @@ def get_config(arg=None):
     config.data.kind = "text"
     config.data.task = ""
     config.data.seq_len = 64
-    config.data.num_eval = 200  # eval windows of the held-out 10 %
+    config.data.num_eval = 0  # every window of the held-out 10 % (111,540 characters)
     config.train.batch_size = 12
     # 10 steps per compiled call: 41 vs 53 ms per step for this model on a 2-core CPU
     config.train.steps_per_call = 10

@@ -46,13 +46,14 @@ def shakespeare_path() -> str:
 def lm_base(size: str, d_model: int, num_layers: int, num_heads: int, seq_len: int, batch: int,
             steps: int, d_ff: int = 0) -> ml_collections.ConfigDict:
     """configs/lm.py on tiny Shakespeare at this size (shared with lm_scaling.py); unlocked.
-    Evaluated on the same 200 held-out windows (12,800 characters at context 64) every time."""
+    Periodic evaluations read 8 batches of windows spread over the held-out split; the final
+    one reads all of it (every non-overlapping window: 111,540 characters)."""
     base = load_config(REPO / "configs/lm.py", "tiny" if size == "tiny" else "")
     base.unlock()
     base.data.update(text_path=shakespeare_path(), seq_len=seq_len)
     base.model.update(d_model=d_model, num_layers=num_layers, num_heads=num_heads,
                       d_ff=d_ff or 4 * d_model)
-    study_schedule(base, steps, batch_size=batch, eval_batches=0)
+    study_schedule(base, steps, batch_size=batch, eval_batches=8)
     if size == "tiny":  # seconds: one step per call compiles faster than a scan of ten
         base.train.update(steps_per_call=1, microbatches=1, eval_every=steps, log_every=steps)
     return base

@@ -214,11 +214,34 @@ def test_shakespeare_file(data_dir, shakespeare):
         assert ds.decode(row_in) + ds.decode(row_out)[-1] in text[:1_003_854]
     eval_batches = list(ds.eval_batches(512, "decoder"))
     windows = np.concatenate([b["inputs"][b["weights"][:, 0] > 0] for b in eval_batches])
-    assert len(windows) == (111_540 - 1) // 64
-    assert ds.decode(windows[1]) == text[1_003_854 + 64:1_003_854 + 128]  # non-overlapping
+    every = (111_540 - 1) // 64  # every non-overlapping window of the held-out split
+    assert len(windows) == every
+    held_out = text[1_003_854:]
+    decoded = [ds.decode(w) for w in windows]
+    assert sorted(decoded) == sorted(held_out[i * 64:(i + 1) * 64] for i in range(every))
+    second = 1024  # interleaved: bit-reversed order of 1,741 windows (11 bits): 0, 1024, 512, ...
+    assert decoded[1] == held_out[second * 64:(second + 1) * 64]
     again = data.make_dataset(text_config(data_dir, shakespeare, seq_len=64), seed=0)
-    assert again.num_eval_windows == 300  # capped at data.num_eval
+    assert again.num_eval_windows == 300  # data.num_eval windows, evenly spaced over the split
+    starts = np.sort(again.eval_window_starts())
+    assert starts[0] == 0 and starts[-1] == (every - 1) * 64 and len(set(starts)) == 300
+    assert np.ptp(np.diff(starts)) <= 64  # even spacing, up to rounding to a window
+    first_batch = again.eval_window_starts()[:16]  # what a 1-batch periodic evaluation reads
+    assert first_batch.min() < 0.1 * every * 64 and first_batch.max() > 0.85 * every * 64
+    whole = data.make_dataset(text_config(data_dir, shakespeare, seq_len=64, num_eval=0), seed=0)
+    assert whole.num_eval_windows == every  # 0: the whole held-out split
     assert digest(ds.train_batch(7, 16, "decoder")) == digest(again.train_batch(7, 16, "decoder"))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 300, 1742])
+def test_interleaved_order_is_a_permutation_whose_prefixes_spread(n):
+    from transformer_jax.data.text import interleaved_order
+    order = interleaved_order(n)
+    assert sorted(order) == list(range(n))
+    for k in (2, 4, 16):
+        if k <= n // 4:  # every prefix of k covers the range: no gap over ~2/k of it
+            gaps = np.diff(np.sort(np.concatenate([order[:k], [0, n - 1]])))
+            assert gaps.max() <= 2 * n / k + 1, (n, k, gaps.max())
 
 
 def test_small_and_unicode_text(tmp_path):

@@ -123,7 +123,19 @@ class AttentionProbe(NamedTuple):
     """What a diagnostic call returns per attention layer."""
 
     weights: Array  # [B, H, Tq, Tk]
-    max_abs_logit: Array  # scalar: the largest |Q·Kᵀ·scale + bias| over allowed positions
+    max_abs_logit: Array  # scalar: the largest |Q·Kᵀ·scale + bias| over real queries' allowed keys
+
+
+def max_abs_allowed_logit(logits: Array, mask: Optional[Array]) -> Array:
+    """The largest |logit| [B, H, Tq, Tk] -> scalar over the pairs that count: allowed keys of
+    real queries. A query is real when it may attend to itself (the mask's diagonal: padding
+    blocks a padded token's own key, causality never blocks j = i), so a padded query's row,
+    which no loss reads, does not enter the maximum."""
+    if mask is None:
+        return jnp.max(jnp.abs(logits))
+    allowed = jnp.broadcast_to(mask, logits.shape)  # [B, H, Tq, Tk]
+    real_query = jnp.diagonal(allowed, axis1=-2, axis2=-1)[..., None]  # [B, H, Tq, 1]
+    return jnp.max(jnp.where(allowed & real_query, jnp.abs(logits), 0.0))
 
 
 class MultiHeadAttention(nnx.Module):
@@ -175,8 +187,7 @@ class MultiHeadAttention(nnx.Module):
             weights = jax.nn.softmax(logits, axis=-1)
             heads = attend(weights, v)  # [B, T, H, D]
             if probe:
-                allowed = jnp.ones(logits.shape, bool) if dense is None else dense
-                found = AttentionProbe(weights, jnp.max(jnp.where(allowed, jnp.abs(logits), 0.0)))
+                found = AttentionProbe(weights, max_abs_allowed_logit(logits, dense))
         elif isinstance(mask, Mask) and (mask.causal or mask.kv_lengths is not None):
             heads = fused_attention(q, k, v, bias=bias, scale=scale, is_causal=mask.causal,
                                     kv_lengths=mask.kv_lengths)  # no dense mask read

@@ -185,7 +185,7 @@ class TrainConfig:
     eval_every: int = 250
     checkpoint_every: int = 500
     keep_checkpoints: int = 3
-    eval_batches: int = 8  # batches per evaluation; 0 = the whole eval split
+    eval_batches: int = 8  # batches per periodic evaluation (0 = all); the final one takes all
     num_devices: int = 0  # data parallel over this many devices; 0 = all (1 device: plain jit)
     steps_per_call: int = 1  # optimizer steps per compiled call (lax.scan); ends on every log/eval/ckpt
     microbatches: int = 1  # independent forward/backward passes per batch, run concurrently (CPU)

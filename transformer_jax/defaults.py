@@ -59,7 +59,7 @@ def base_config() -> ml_collections.ConfigDict:
     train.eval_every = 250
     train.checkpoint_every = 500
     train.keep_checkpoints = 3
-    train.eval_batches = 8  # eval batches per evaluation (0 = the whole eval split)
+    train.eval_batches = 8  # batches per periodic evaluation (0 = all); the final one takes all
     train.num_devices = 0  # data parallel: batch split over this many devices (0 = all of them)
     train.steps_per_call = 1  # steps per compiled call: > 1 saves per-call overhead (small models)
     train.microbatches = 1  # > 1: the batch's forward/backward as that many independent slices,

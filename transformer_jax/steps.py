@@ -26,11 +26,16 @@ DIAGNOSTICS = ("param_norm", "update_norm", "layer_grad_norm")  # train metrics 
 def make_optimizer(train: TrainConfig) -> tuple[optax.GradientTransformation, optax.Schedule]:
     """AdamW on a linear-warmup + cosine-decay schedule, with optional global-norm clipping.
 
+    Warm-up: lr(t) = peak · (t + 1) / (warmup + 1) for t = 0 .. warmup, as nanoGPT does, so the
+    first step already learns (from 0 it would be a wasted step); then cosine decay to
+    peak · end_learning_rate_factor at `num_steps`. Without warm-up the first step is at peak.
+
     Weight decay applies to weight matrices (kernels, embedding and position tables), not to
     biases or norm scales. It goes by name, since stacked layers give biases two dimensions.
     """
     schedule = optax.warmup_cosine_decay_schedule(
-        init_value=0.0, peak_value=train.learning_rate, warmup_steps=train.warmup_steps,
+        init_value=train.learning_rate / (train.warmup_steps + 1), peak_value=train.learning_rate,
+        warmup_steps=train.warmup_steps,
         decay_steps=train.num_steps, end_value=train.learning_rate * train.end_learning_rate_factor)
     decay_mask = lambda params: jax.tree_util.tree_map_with_path(
         lambda path, _: path[-1].key in DECAYED, params)  # params: a pure dict

@@ -399,10 +399,11 @@ class Study:
 
 
 def study_schedule(config: ml_collections.ConfigDict, steps: int, **train: Any) -> None:
-    """The schedule every study uses: `steps` steps, 10 % warm-up, 6 evaluations, about 20
-    log lines, one checkpoint at the end; `train` overrides any train.* field."""
-    config.train.update(num_steps=steps, warmup_steps=steps // 10, eval_every=max(steps // 6, 1),
-                        log_every=max(steps // 20, 1), checkpoint_every=steps)
+    """The schedule every study uses: `steps` steps, 10 % warm-up, 10 evaluations (on
+    `train.eval_batches` batches; the last on the whole eval split), about 50 logged train
+    points, one checkpoint at the end; `train` overrides any train.* field."""
+    config.train.update(num_steps=steps, warmup_steps=steps // 10, eval_every=max(steps // 10, 1),
+                        log_every=max(steps // 50, 1), checkpoint_every=steps)
     config.train.update(**train)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import signal
 import sys
 import time
@@ -86,12 +87,24 @@ def sigterm_requests_stop() -> Iterator[list[bool]]:
         signal.signal(signal.SIGTERM, previous)
 
 
+class Stream(enum.IntEnum):
+    """The random streams of a run, each `fold_in(key(seed), stream)`: no two seeds or streams
+    share a key (deriving seed s's dropout from key(s + 1) gave it seed s+1's initialization).
+    The data order is drawn by numpy from (seed, step), apart from these (`data.batching`)."""
+    PARAMS = 1
+    DROPOUT = 2
+
+
+def seed_stream(seed: int, stream: Stream) -> jax.Array:
+    return jax.random.fold_in(jax.random.key(seed), int(stream))
+
+
 def init_model(cfg: ModelConfig, seed: int) -> tuple[nnx.GraphDef, dict]:
     """(graphdef, params as a pure dict). Initialization runs compiled: eagerly, the stacked
     layers' many small ops cost seconds even for a tiny model."""
     graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(params=0))))
     make = lambda key: nnx.to_pure_dict(nnx.state(Transformer(cfg, rngs=nnx.Rngs(params=key)), nnx.Param))
-    return graphdef, jax.jit(make)(jax.random.key(seed))
+    return graphdef, jax.jit(make)(seed_stream(seed, Stream.PARAMS))
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
@@ -179,7 +192,7 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
                                        microbatches=train_cfg.microbatches)
     eval_step = steps.make_eval_step(graphdef, model_cfg, replicas=True)
     probe = steps.make_probe(graphdef, replicas=True)
-    dropout_rngs = jnp.stack([jax.random.key(r.run.seed + 1) for r in replicas])
+    dropout_rngs = jnp.stack([seed_stream(r.run.seed, Stream.DROPOUT) for r in replicas])
     if mesh is not None:
         dropout_rngs = parallel.replicate(dropout_rngs, mesh)
     progress = Progress(start, train_cfg.num_steps, bar=progress_bar)
@@ -227,8 +240,9 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
                         r.writer.scalars(done, r.last_finite)
             if not live:
                 break
-            if done % train_cfg.eval_every == 0 or done == total:
-                evaluate(replicas, live, fmt, eval_step, probe, state["params"], done, mesh)
+            if done % train_cfg.eval_every == 0 or done == total:  # the last: every eval batch
+                evaluate(replicas, live, fmt, eval_step, probe, state["params"], done, mesh,
+                         max_batches=0 if done == total else train_cfg.eval_batches)
             if done % train_cfg.checkpoint_every == 0 or done == total or stop_requested[0]:
                 for j in live:
                     replicas[j].checkpoints.save(done, jax.tree.map(lambda x: x[j], state),
@@ -303,16 +317,18 @@ def _check_differ_only_in_seed(configs: Sequence[ml_collections.ConfigDict]) -> 
 
 
 def evaluate(replicas: list[Replica], live: list[int], fmt: str, eval_step, probe, params,
-             step: int, mesh=None) -> None:
-    """Eval metrics over the eval split, and attention statistics of its first batch, for every
-    live replica (the eval split is the same for all: it does not depend on the seed)."""
+             step: int, mesh=None, max_batches: int = 0) -> None:
+    """Eval metrics over the eval split (its first `max_batches` batches; 0: all of it), and
+    attention statistics of its first batch, for every live replica (the eval split is the same
+    for all: it does not depend on the seed). The trainer's periodic evaluations take
+    `train.eval_batches`; its final one always takes the whole split."""
     run = replicas[live[0]].run
     sums: dict[str, np.ndarray] = {}
-    first = None
-    for i, batch in enumerate(run.dataset.eval_batches(run.train.batch_size, fmt)):
-        if run.train.eval_batches and i >= run.train.eval_batches:
+    first, counted = None, 0
+    for batch in run.dataset.eval_batches(run.train.batch_size, fmt):
+        if max_batches and counted == max_batches:
             break
-        first = batch if first is None else first
+        first, counted = first or batch, counted + 1
         placed = batch if mesh is None else parallel.shard_batch(batch, mesh)
         for k, v in jax.device_get(eval_step(params, placed)).items():
             sums[k] = sums.get(k, 0.0) + np.asarray(v, np.float64)
@@ -331,7 +347,9 @@ def evaluate(replicas: list[Replica], live: list[int], fmt: str, eval_step, prob
         r.writer.images(step, {f"attention_map/layer_{l:02d}": attention_map_image(weights[l])
                                for l in sorted({0, weights.shape[0] - 1})})
         r.writer.flush()
-    logging.info("eval at step %d: %s", step, "; ".join(_format(replicas[j].result) for j in live))
+    logging.info("eval at step %d (%s): %s", step,
+                 f"{counted} batches" if max_batches else "the whole eval split",
+                 "; ".join(_format(replicas[j].result) for j in live))
 
 
 def _train_scalars(metrics: dict[str, Any]) -> dict[str, float]:

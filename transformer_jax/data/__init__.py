@@ -37,7 +37,8 @@ def default_config() -> ml_collections.ConfigDict:
         eval_seq_len=0,      # max eval length; 0 -> seq_len
         eval_min_len=0,      # synthetic: min eval length; 0 -> min_len (N+1 tests unseen lengths)
         num_train=20000,     # synthetic train examples
-        num_eval=1000,       # synthetic eval examples; text: cap on eval windows
+        num_eval=1000,       # synthetic eval examples; text: eval windows spread evenly
+        #                      over the held-out split, 0 = every non-overlapping window
         text_path="",        # text: '' -> TFDS tiny_shakespeare; else a local UTF-8 file
         data_dir="",         # TFDS data dir; '' -> default_data_dir()
     ))
@@ -98,7 +99,7 @@ class DataConfig:
                    vocab_size=_int("vocab_size", get("vocab_size"), 1), seq_len=seq_len,
                    min_len=min_len, eval_seq_len=eval_seq_len, eval_min_len=eval_min_len,
                    num_train=_int("num_train", get("num_train"), 1),
-                   num_eval=_int("num_eval", get("num_eval"), 1),
+                   num_eval=_int("num_eval", get("num_eval"), 0 if kind == "text" else 1),
                    text_path=_str("text_path", get("text_path")),
                    data_dir=os.path.abspath(os.path.expanduser(data_dir)))
 

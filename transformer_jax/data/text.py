@@ -185,12 +185,14 @@ def encode(text: str, chars: np.ndarray) -> np.ndarray:
 @dataclasses.dataclass(frozen=True, eq=False)
 class TextDataset(batching.Dataset):
     """Both splits as one id array each; train windows start at offsets drawn by
-    np.random.default_rng([seed, step]); eval is non-overlapping windows from the split's start."""
+    np.random.default_rng([seed, step]). Eval: `num_eval_windows` non-overlapping windows spread
+    evenly over the whole held-out split (`eval_window_starts`), in an interleaved order, so that
+    the first batches of a periodic evaluation span the whole split too, not its beginning."""
     source: str
     chars: str             # the vocabulary: id i is chars[i - 1]
     train_ids: np.ndarray  # int32 [N_train]
     eval_ids: np.ndarray   # int32 [N_eval]
-    num_eval: int          # cap on eval windows
+    num_eval: int          # eval windows, evenly spaced over the held-out split; 0 = all of them
     cache_dir: str
 
     @property
@@ -199,7 +201,16 @@ class TextDataset(batching.Dataset):
 
     @property
     def num_eval_windows(self) -> int:
-        return min(self.num_eval, (len(self.eval_ids) - 1) // self.eval_len)
+        available = (len(self.eval_ids) - 1) // self.eval_len  # non-overlapping windows
+        return min(self.num_eval, available) if self.num_eval else available
+
+    def eval_window_starts(self) -> np.ndarray:
+        """Offsets into eval_ids of the eval windows, [num_eval_windows]: evenly spaced over the
+        split's non-overlapping windows, in bit-reversed (van der Corput) order, so that any
+        prefix of them is spread over the whole split."""
+        available = (len(self.eval_ids) - 1) // self.eval_len
+        chosen = np.linspace(0, available - 1, self.num_eval_windows).round().astype(np.int64)
+        return chosen[interleaved_order(len(chosen))] * self.eval_len
 
     def train_batch(self, step: int, batch_size: int, fmt: str) -> batching.Batch:
         self.check_format(fmt)
@@ -213,12 +224,11 @@ class TextDataset(batching.Dataset):
     def eval_batches(self, batch_size: int, fmt: str) -> Iterator[batching.Batch]:
         self.check_format(fmt)
         batch_size = batching.check_batch_size(batch_size)
-        width, num = self.eval_len, self.num_eval_windows
-        views = np.lib.stride_tricks.sliding_window_view(self.eval_ids, width + 1)
-        for start in range(0, num, batch_size):
-            idx = np.arange(start, min(start + batch_size, num))
-            idx, num_real = batching.fill_rows(idx, batch_size)
-            yield batching.zero_filler_weights(batching.lm_batch(views[idx * width]), num_real)
+        starts = self.eval_window_starts()
+        views = np.lib.stride_tricks.sliding_window_view(self.eval_ids, self.eval_len + 1)
+        for first in range(0, len(starts), batch_size):
+            idx, num_real = batching.fill_rows(starts[first:first + batch_size], batch_size)
+            yield batching.zero_filler_weights(batching.lm_batch(views[idx]), num_real)
 
     def describe(self) -> str:
         return (f"text {self.source}: {len(self.chars)} chars (vocab {self.vocab_size} with pad), "
@@ -228,6 +238,14 @@ class TextDataset(batching.Dataset):
 
     def decode(self, ids) -> str:
         return "".join(self.chars[int(i) - 1] for i in np.asarray(ids).ravel() if int(i) > 0)
+
+
+def interleaved_order(n: int) -> np.ndarray:
+    """A permutation of range(n) whose every prefix is spread evenly over it: the indices sorted
+    by their bit-reversed binary digits (0, n/2, n/4, 3n/4, ...)."""
+    bits = max(int(n - 1).bit_length(), 1)
+    reversed_bits = [int(format(i, f"0{bits}b")[::-1], 2) for i in range(n)]
+    return np.argsort(reversed_bits, kind="stable")
 
 
 def make(text_path: str, seq_len: int, eval_len: int, num_eval: int, data_dir: str, seed: int,
