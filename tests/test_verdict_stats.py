@@ -244,6 +244,8 @@ def test_fail_rate_counts_diverged_runs_and_reads_the_direction():
     (dict(comparison=Comparison.FAIL_RATE_AT_LEAST, margin=0.1), "needs threshold="),
     (dict(comparison=Comparison.AT_MOST, margin=0.1, threshold=0.5), "threshold= goes with"),
     (dict(comparison=Comparison.FAIL_RATE_AT_MOST, margin=1.5, threshold=0.5), "between 0 and 1"),
+    (dict(comparison=Comparison.FAIL_RATE_AT_LEAST, margin=0.1, threshold=0.5, worst=0.0),
+     "a diverged run fails"),
     (dict(comparison=Comparison.BETTER, margin=0.1), "needs b="),
     (dict(comparison=Comparison.AT_MOST, margin=0.1, b="b"), "takes no b="),
 ])

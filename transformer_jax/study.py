@@ -2,9 +2,10 @@
 outcome that would support the claim. Experiment files (`experiments/*.py`) define
 `get_study(size) -> Study`; `transformer_jax.sweep` runs one and writes its verdict.
 
-A verdict is settled only by a 95 % interval that covers 95 % of the time at 3 seeds: Student-t
-intervals (a percentile bootstrap over 3 seeds never leaves their range and covered the mean
-74 % of the time; tests/test_interval_coverage.py measures both).
+A verdict is settled only by a 95 % interval that covers 95 % of the time at 3 seeds (for
+normal or mildly skewed per-seed values): Student-t intervals. A percentile bootstrap over 3
+seeds never leaves their range and covered the mean 74 % of the time;
+tests/test_interval_coverage.py measures both.
 """
 from __future__ import annotations
 
@@ -110,6 +111,9 @@ class Expectation:
         if not rate and self.threshold is not None:
             raise ConfigError(f"expectation {self.text!r}: threshold= goes with "
                               f"{' or '.join(c.value for c in RATES)}, not {self.comparison.value}")
+        if rate and self.worst is not None:
+            raise ConfigError(f"expectation {self.text!r}: worst= has no use with "
+                              f"{self.comparison.value}: a diverged run fails")
         if rate and not 0.0 <= self.margin <= 1.0:
             raise ConfigError(f"expectation {self.text!r}: margin={self.margin} is a fraction of "
                               "runs, between 0 and 1")
