@@ -21,7 +21,7 @@ from transformer_jax import (AttentionImpl, ConfigError, DType, DynamicTanh, Mod
                              MultiHeadAttention, Norm, NormType, Transformer, attention_mask,
                              make_norm)
 from transformer_jax.attention import Mask
-from transformer_jax.norms import NORM_EPSILON
+from transformer_jax.norms import NORM_EPSILON, BatchNorm
 from transformer_jax.study import load_study
 
 REPO = Path(__file__).resolve().parents[1]
@@ -168,6 +168,10 @@ def test_make_norm_matches_its_formula(rng, norm_type):
     elif norm_type is NormType.RMSNORM:
         assert set(params) == {"scale"}  # no β, no centring
         reference = F.rms_norm(t, (D_MODEL,), weight, eps=NORM_EPSILON).numpy()
+    elif norm_type is NormType.BATCHNORM:  # as built, evaluation: running mean 0, variance 1
+        reference = F.batch_norm(t.reshape(-1, D_MODEL), torch.zeros(D_MODEL), torch.ones(D_MODEL),
+                                 weight, torch.from_numpy(params["bias"]), training=False,
+                                 eps=NORM_EPSILON).numpy().reshape(x.shape)  # training: test_batchnorm
     else:
         reference = params["scale"] * np.tanh(params["alpha"] * x) + params["bias"]
     assert_close(norm(jnp.asarray(x)), reference)
@@ -184,23 +188,23 @@ def test_model_runs_and_differentiates_with_every_norm(overrides):
     cfg = tiny_config(**overrides)
     model = Transformer(cfg, rngs=nnx.Rngs(0))
     expected = {NormType.LAYERNORM: nnx.LayerNorm, NormType.RMSNORM: nnx.RMSNorm,
-                NormType.DYT: DynamicTanh}[cfg.norm_type]
+                NormType.DYT: DynamicTanh, NormType.BATCHNORM: BatchNorm}[cfg.norm_type]
     if cfg.norm is Norm.PRE:  # the final norm after a Pre-LN stack is of the same type
         assert isinstance(model.final_norm, expected)
     norms = [model.layers.blocks.norm_before_attention, model.layers.blocks.norm_after_attention]
     assert [type(n) for n in norms if n is not None] == ([] if cfg.norm is Norm.NONE else [expected])
     tokens = jnp.asarray(np.random.default_rng(0).integers(0, cfg.vocab_size, (BATCH, LENGTH)))
     padding = jnp.asarray(causal_padding()[0])
-    graphdef, params = nnx.split(model, nnx.Param)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)  # rest: BatchNorm's statistics
 
     @jax.jit
-    def loss_and_grads(params):
+    def loss_and_grads(params, rest):
         def loss(params):
-            logits, _ = nnx.merge(graphdef, params)(tokens, padding)
+            logits, _ = nnx.merge(graphdef, params, rest)(tokens, padding)
             return jnp.mean(jax.nn.logsumexp(logits, -1) - logits[..., 0])
         return jax.value_and_grad(loss)(params)
 
-    loss, grads = loss_and_grads(params)
+    loss, grads = loss_and_grads(params, rest)
     assert np.isfinite(float(loss))
     flat = {jax.tree_util.keystr(p): np.asarray(g, np.float32)
             for p, g in jax.tree_util.tree_flatten_with_path(grads)[0]}

@@ -1,6 +1,6 @@
 """A Transformer block: attention and a position-wise feed-forward net, each wrapped in a
 residual connection and a norm whose placement (`model.norm`) and function (`model.norm_type`:
-LayerNorm, RMSNorm or Dynamic Tanh, `transformer_jax.norms`) are config choices.
+LayerNorm, RMSNorm, Dynamic Tanh or BatchNorm, `transformer_jax.norms`) are config choices.
 
 Norm placement is three optional norms per sub-layer pair, so the forward pass reads like the
 diagram for every variant:
@@ -8,7 +8,8 @@ diagram for every variant:
     post:  x = norm(x + attn(x));        x = norm(x + ffn(x))
     pre:   x = x + attn(norm(x));        x = x + ffn(norm(x))      (+ a final norm after the stack)
     none:  x = x + attn(x);              x = x + ffn(x)
-and `residual=False` drops the "x +".
+and `residual=False` drops the "x +". Every norm sees which tokens are real (`token_mask`);
+only BatchNorm, whose statistics span the batch, uses it.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from flax import nnx
 from transformer_jax.attention import AttentionProbe, Mask, MultiHeadAttention, QKTransform
 from transformer_jax.config import ModelConfig, Norm
 from transformer_jax.dense import Dense
-from transformer_jax.norms import make_norm
+from transformer_jax.norms import apply_norm, make_norm
 
 Array = jax.Array
 
@@ -31,7 +32,7 @@ def compute_dtype(cfg: ModelConfig):
 
 
 def norm_layer(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.Module:
-    """The norm over d_model that `cfg.norm_type` names (LayerNorm, RMSNorm or DyT)."""
+    """The norm over d_model that `cfg.norm_type` names (LayerNorm, RMSNorm, DyT or BatchNorm)."""
     return make_norm(cfg.norm_type, cfg.d_model, dtype=compute_dtype(cfg), rngs=rngs)
 
 
@@ -72,22 +73,20 @@ class Block(nnx.Module):
 
     def __call__(self, x: Array, *, mask: Optional[Array | Mask] = None,
                  bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None,
-                 key: Optional[Array] = None, probe: bool = False
-                 ) -> tuple[Array, Optional[AttentionProbe]]:
-        """x [B, T, D] -> ([B, T, D], attention probe if asked)."""
+                 key: Optional[Array] = None, probe: bool = False,
+                 token_mask: Optional[Array] = None) -> tuple[Array, Optional[AttentionProbe]]:
+        """x [B, T, D], token_mask [B, T] (True = real token) -> ([B, T, D], attention probe if
+        asked)."""
         keys = [None] * 3 if key is None else list(jax.random.split(key, 3))
-        y, found = self.attention(_maybe(self.norm_before_attention, x), mask=mask, bias=bias,
+        norm = lambda module, x: apply_norm(module, x, token_mask)  # noqa: E731
+        y, found = self.attention(norm(self.norm_before_attention, x), mask=mask, bias=bias,
                                   qk_transform=qk_transform, probe=probe)
         y = dropout(y, self.rate, keys[0])
         x = x + y if self.residual else y  # the residual switch
-        x = _maybe(self.norm_after_attention, x)
+        x = norm(self.norm_after_attention, x)
 
-        y = self.feed_forward(_maybe(self.norm_before_feed_forward, x), keys[1])
+        y = self.feed_forward(norm(self.norm_before_feed_forward, x), keys[1])
         y = dropout(y, self.rate, keys[2])
         x = x + y if self.residual else y
-        x = _maybe(self.norm_after_feed_forward, x)
+        x = norm(self.norm_after_feed_forward, x)
         return x, found
-
-
-def _maybe(norm: Optional[nnx.Module], x: Array) -> Array:
-    return x if norm is None else norm(x)

@@ -41,6 +41,8 @@ class NormType(enum.Enum):
     LAYERNORM = "layernorm"  # γ·(x − mean)/std + β   (Ba et al. 2016)
     RMSNORM = "rmsnorm"  # γ·x/rms(x)              (Zhang & Sennrich 2019)
     DYT = "dyt"  # γ·tanh(α·x) + β, no statistics (Zhu et al. 2025)
+    BATCHNORM = "batchnorm"  # γ·(x − mean)/std + β per channel over batch × length, padding
+    # excluded; running statistics in evaluation (Ioffe & Szegedy 2015)
 
 
 class Arch(enum.Enum):

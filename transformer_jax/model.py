@@ -20,6 +20,7 @@ from transformer_jax.attention import AttentionProbe, Mask
 from transformer_jax.blocks import Block, compute_dtype, dropout, norm_layer
 from transformer_jax.config import Head, ModelConfig, Norm, Position
 from transformer_jax.dense import Dense
+from transformer_jax.norms import apply_norm
 
 Array = jax.Array
 UNROLL_MAX_LAYERS = 6  # deeper stacks are a loop: compile time flat in depth
@@ -68,10 +69,15 @@ class StackedBlocks(nnx.Module):
         def one_layer(x, layer):
             params, layer_key = layer
             block = nnx.merge(graphdef, params)
-            return block(x, key=layer_key, probe=probe, **kwargs)
+            x, found = block(x, key=layer_key, probe=probe, **kwargs)
+            return x, (found, nnx.state(block, nnx.BatchStat))  # BatchNorm's running statistics
 
-        return jax.lax.scan(one_layer, x, (stacked, layer_keys),
-                            unroll=self.num_layers <= UNROLL_MAX_LAYERS)
+        x, (found, stats) = jax.lax.scan(one_layer, x, (stacked, layer_keys),
+                                         unroll=self.num_layers <= UNROLL_MAX_LAYERS)
+        if any(getattr(m, "use_running_average", True) is False  # BatchNorm, training mode:
+               for _, m in nnx.iter_modules(self.blocks)):  # keep what the batch moved them to
+            nnx.update(self.blocks, stats)
+        return x, found
 
 
 class Transformer(nnx.Module):
@@ -116,9 +122,8 @@ class Transformer(nnx.Module):
                   if cfg.position is Position.ROTARY else None)
         mask = structured_attention_mask(padding_mask, length, cfg.causal)
         x, probes = self.layers(x, mask=mask, bias=bias, qk_transform=rotate, key=layers_key,
-                                probe=probe)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
+                                probe=probe, token_mask=padding_mask)
+        x = apply_norm(self.final_norm, x, padding_mask)
 
         if cfg.head is Head.POOLED:  # mean over real tokens: [B, T, D] -> [B, D]
             weights = (jnp.ones((batch, length), x.dtype) if padding_mask is None
