@@ -122,3 +122,67 @@ def test_model_running_statistics_move_in_training_and_make_evaluation_per_examp
                          before, after)
     assert all(jax.tree.leaves(moved)), moved  # every layer's every statistic
     assert_close(logits(model, tokens)[0], logits(model, other)[0], atol=1e-6)
+
+
+# --- through the trainer: train step, checkpoint, evaluation -------------------------------------
+
+
+def test_running_statistics_go_through_the_train_step_checkpoint_and_evaluation(tmp_path,
+                                                                               tj_data_dir):
+    """A tiny Pre-LN BatchNorm run: its checkpoint holds running statistics that training moved,
+    and the run's final eval loss is what evaluating with exactly those statistics gives (with
+    the initial 0 and 1 in their place it is another)."""
+    import helpers_train
+    from transformer_jax import steps, train
+
+    config = helpers_train.tiny_config(overrides={
+        "model.norm": "pre", "model.norm_type": "batchnorm", "data.data_dir": tj_data_dir,
+        "train.num_steps": 8, "train.eval_every": 8, "train.checkpoint_every": 8})
+    status = train.train_and_evaluate(config, str(tmp_path / "run"))
+    assert status["state"] == train.FINISHED
+    step, state = helpers_train.restore_newest(tmp_path / "run", config)
+    assert step == 8
+    run = train.build_run(config)
+    graphdef, initial = train.init_model(run.model, run.seed)
+    stats = lambda params: {k: v for k, v in jax.tree_util.tree_leaves_with_path(params)  # noqa
+                            if k[-1].key in ("mean", "var")}
+    assert len(stats(state["params"])) == 2 * 3  # mean, var: two stacked block norms, final norm
+    for path, value in stats(state["params"]).items():
+        assert np.all(np.asarray(value) != np.asarray(stats(initial)[path])), path
+
+    def eval_loss(params) -> float:
+        eval_step = steps.make_eval_step(graphdef, run.model)
+        sums = {}
+        for batch in run.dataset.eval_batches(run.train.batch_size, run.model.arch.value):
+            for k, v in jax.device_get(eval_step(params, batch)).items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+        return steps.finish_eval(sums)["loss"]
+
+    assert eval_loss(state["params"]) == pytest.approx(status["eval"]["loss"], rel=1e-5)
+    reset = steps.replace_leaves(state["params"], {"layers": {"blocks": {
+        name: {"mean": jnp.zeros_like(v["mean"]), "var": jnp.ones_like(v["var"])}
+        for name, v in state["params"]["layers"]["blocks"].items() if "mean" in v}}})
+    assert abs(eval_loss(reset) - status["eval"]["loss"]) > 1e-3
+
+
+def test_other_norms_keep_no_statistics_so_old_checkpoints_still_restore():
+    """The trainer's params gained BatchNorm's statistics only where there is a BatchNorm: for
+    every other norm the checkpointed tree is the parameters alone, as before the switch."""
+    from transformer_jax import train
+
+    for norm_type in (NormType.LAYERNORM, NormType.RMSNORM, NormType.DYT):
+        _, params = train.init_model(tiny_config(norm_type=norm_type), 0)
+        names = {p[-1].key for p, _ in jax.tree_util.tree_leaves_with_path(params)}
+        assert not names & {"mean", "var"}, (norm_type, names)
+
+
+def test_batchnorm_with_microbatches_is_refused_in_one_line():
+    import helpers_train
+    from transformer_jax import ConfigError, train
+
+    config = helpers_train.tiny_config(overrides={"model.norm_type": "batchnorm",
+                                                  "train.microbatches": 2})
+    with pytest.raises(ConfigError) as error:
+        train.check_config(config)
+    assert "\n" not in str(error.value)
+    assert "train.microbatches=2" in str(error.value) and "batchnorm" in str(error.value)

@@ -24,6 +24,9 @@ from transformer_jax.norms import apply_norm
 
 Array = jax.Array
 UNROLL_MAX_LAYERS = 6  # deeper stacks are a loop: compile time flat in depth
+# A model's state as the trainer keeps it (one pure dict): its parameters and, with BatchNorm,
+# the running statistics that evaluation normalizes with.
+VARIABLES = nnx.Any(nnx.Param, nnx.BatchStat)
 
 
 def attention_mask(padding_mask: Optional[Array], length: int, causal: bool) -> Optional[Array]:

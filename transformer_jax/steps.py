@@ -16,6 +16,7 @@ import optax
 from flax import nnx
 
 from transformer_jax.config import Head, ModelConfig, TrainConfig
+from transformer_jax.norms import TRAINING
 
 Array = jax.Array
 Batch = dict[str, Array]
@@ -119,30 +120,42 @@ def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
         dropout_key = jax.random.fold_in(rng, state["step"]) if model_cfg.dropout > 0 else None
 
         def loss_fn(params, part, key):
-            model = nnx.merge(graphdef, params)
+            model = nnx.view(nnx.merge(graphdef, params), **TRAINING)  # BatchNorm: batch statistics
             logits, _ = model(part["inputs"], part["padding_mask"], dropout_key=key)
-            return loss_and_metrics(logits, part, model_cfg.head)
+            loss, metrics = loss_and_metrics(logits, part, model_cfg.head)
+            return loss, (metrics, nnx.to_pure_dict(nnx.state(model, nnx.BatchStat)))
 
+        value_and_grad = jax.value_and_grad(loss_fn, has_aux=True)
         if microbatches == 1:
-            (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-                state["params"], batch, dropout_key)
+            (loss, (metrics, stats)), grads = value_and_grad(state["params"], batch, dropout_key)
         else:
             parts = [microbatch(batch, i, microbatches) for i in range(microbatches)]
             keys = [None if dropout_key is None else jax.random.fold_in(dropout_key, i)
                     for i in range(microbatches)]
+            results = [value_and_grad(state["params"], part, key) for part, key in zip(parts, keys)]
             loss, metrics, grads = combine_microbatches(
-                [jax.value_and_grad(loss_fn, has_aux=True)(state["params"], part, key)
-                 for part, key in zip(parts, keys)], parts)
+                [((l, m), g) for (l, (m, _)), g in results], parts)
+            stats = {}  # no BatchNorm here: train.check_config refuses it with microbatches > 1
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-        params = optax.apply_updates(state["params"], updates)
+        # BatchNorm's running statistics sit in params but take no gradient (training normalizes
+        # with the batch's): the optimizer's (zero) step on them is replaced by the forward
+        # pass's moving averages.
+        params = replace_leaves(optax.apply_updates(state["params"], updates), stats)
         metrics.update(learning_rate=schedule(state["step"]), grad_norm=optax.tree.norm(grads))
         if diagnostics:
-            metrics.update(param_norm=optax.tree.norm(params), update_norm=optax.tree.norm(updates),
+            weights = replace_leaves(params, jax.tree.map(jnp.zeros_like, stats))  # no statistics
+            metrics.update(param_norm=optax.tree.norm(weights), update_norm=optax.tree.norm(updates),
                            layer_grad_norm=_layer_norms(grads["layers"], model_cfg.num_layers))
         metrics["finite"] = jnp.isfinite(loss) & jnp.isfinite(metrics["grad_norm"])
         return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, metrics
 
     return jax.jit(over_replicas(train_step) if replicas else train_step, donate_argnums=(0,))
+
+
+def replace_leaves(tree: dict, new: dict) -> dict:
+    """Nested dicts `tree` with the leaves that `new` (nested dicts, a part of tree's keys) has."""
+    return {k: (replace_leaves(v, new[k]) if isinstance(v, dict) else new[k]) if k in new else v
+            for k, v in tree.items()}
 
 
 def microbatch(batch: Batch, i: int, m: int) -> Batch:

@@ -27,8 +27,8 @@ from transformer_jax import data as data_lib
 from transformer_jax import parallel, steps
 from transformer_jax import workdir as workdir_lib
 from transformer_jax.checkpointing import Checkpointer
-from transformer_jax.config import ConfigError, Head, ModelConfig, TrainConfig
-from transformer_jax.model import Transformer
+from transformer_jax.config import ConfigError, Head, ModelConfig, NormType, TrainConfig
+from transformer_jax.model import VARIABLES, Transformer
 from transformer_jax.summaries import NullWriter, SummaryWriter, attention_map_image
 
 FINISHED, DIVERGED, PREEMPTED = "finished", "diverged", "preempted"
@@ -51,6 +51,10 @@ def check_config(config: ml_collections.ConfigDict) -> tuple[TrainConfig, ModelC
     train = TrainConfig.from_config(config.train)
     model = ModelConfig.from_config(config.model, vocab_size=1, num_outputs=1)
     data_lib.DataConfig.from_config(config.data)
+    if model.norm_type is NormType.BATCHNORM and train.microbatches > 1:
+        raise ConfigError(f"train.microbatches={train.microbatches} would split the batch that "
+                          "model.norm_type='batchnorm' takes its statistics over; use "
+                          "train.microbatches=1")
     return train, model
 
 
@@ -100,10 +104,11 @@ def seed_stream(seed: int, stream: Stream) -> jax.Array:
 
 
 def init_model(cfg: ModelConfig, seed: int) -> tuple[nnx.GraphDef, dict]:
-    """(graphdef, params as a pure dict). Initialization runs compiled: eagerly, the stacked
-    layers' many small ops cost seconds even for a tiny model."""
+    """(graphdef, params as a pure dict: the parameters and, with BatchNorm, its running
+    statistics, which `steps.make_train_step` keeps out of the optimizer's hands). Initialization
+    runs compiled: eagerly, the stacked layers' many small ops cost seconds even for a tiny model."""
     graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(params=0))))
-    make = lambda key: nnx.to_pure_dict(nnx.state(Transformer(cfg, rngs=nnx.Rngs(params=key)), nnx.Param))
+    make = lambda key: nnx.to_pure_dict(nnx.state(Transformer(cfg, rngs=nnx.Rngs(params=key)), VARIABLES))
     return graphdef, jax.jit(make)(seed_stream(seed, Stream.PARAMS))
 
 
