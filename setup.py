@@ -29,7 +29,7 @@ INSTALL_REQUIRES = [
     "ml_collections>=1.0.0",
     "absl-py>=1.0.0",
     "tensorflow-datasets>=4.9.0",  # tfds.data_source over file_format="array_record" (4.9)
-    "importlib_resources",  # TFDS on Python 3.11 imports it but declares it for <3.9 only
+    "importlib_resources>=5.0",  # TFDS imports it (abc.Traversable), declares it for <3.9 only
     "array_record>=0.5.0",  # TFDS's array_record reader
     "tensorboard>=2.12",
     "tensorboardX>=2.6",

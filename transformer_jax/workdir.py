@@ -2,6 +2,8 @@
 
     workdir/config.json       the config that made the run (written once, checked on restart)
     workdir/status.json       running | finished | diverged | preempted, step, metrics
+    workdir/versions.json     the package, Python and JAX stack that ran it (a list: one per resume
+                              under another stack, which warns but is not refused)
     workdir/checkpoints/      Orbax checkpoints
     workdir/events.out.*      TensorBoard event files
 """
@@ -9,12 +11,20 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import tempfile
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
 
-CONFIG_FILE, STATUS_FILE = "config.json", "status.json"
+from absl import logging
+
+from transformer_jax._version import __version__
+
+CONFIG_FILE, STATUS_FILE, VERSIONS_FILE = "config.json", "status.json", "versions.json"
+# The distributions that compute a curve or store its checkpoints, recorded beside each run.
+STACK = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint")
 # Fields that change bookkeeping but not a single number of the curves: a restart may change them.
 NOT_IDENTITY = ("train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
                 "data.data_dir", "train.num_devices", "train.steps_per_call")
@@ -73,7 +83,8 @@ def prepare(workdir: str, config: Mapping[str, Any]) -> Path:
     except OSError as e:
         raise WorkdirError(f"--workdir={workdir!r} is not writable ({e.strerror or e})") from None
     saved = path / CONFIG_FILE
-    if saved.exists():
+    resumed = saved.exists()
+    if resumed:
         differences = config_differences(json.loads(saved.read_text()), config)
         if differences:
             shown = "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
@@ -85,7 +96,40 @@ def prepare(workdir: str, config: Mapping[str, Any]) -> Path:
             raise WorkdirError(f"--workdir={workdir!r} is not empty and holds no run "
                                f"(no {CONFIG_FILE}); choose a new or empty directory")
         write_json_atomic(saved, config)
+        resumed = False
+    record_versions(path, stack_versions(), resumed=resumed)
     return path
+
+
+def stack_versions() -> dict[str, str | None]:
+    """{'transformer_jax': '0.1.0', 'python': '3.11.7', 'jax': '0.10.2', ...} as installed now."""
+    def installed(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+    return {"transformer_jax": __version__, "python": platform.python_version(),
+            **{name: installed(name) for name in STACK}}
+
+
+def record_versions(path: Path, versions: Mapping[str, Any], *, resumed: bool) -> None:
+    """Appends `versions` to the run's versions.json unless the last entry has the same ones.
+
+    Not part of the config comparison: a run resumed under another stack goes on, with a warning,
+    and versions.json then tells from when (`since`) its curve came from which stack."""
+    file = path / VERSIONS_FILE
+    stacks = json.loads(file.read_text())["stacks"] if file.exists() else []
+    last = stacks[-1]["versions"] if stacks else None
+    if last == dict(versions):
+        return
+    if last is not None:
+        changed = ", ".join(f"{k} {last.get(k)} -> {v}" for k, v in versions.items()
+                            if last.get(k) != v)
+        logging.warning("%s: resuming under another stack than the run's last (%s); recorded in %s",
+                        path, changed, file)
+    stacks.append({"since": time.time(), "on": "resume" if resumed else "start",
+                   "versions": dict(versions)})
+    write_json_atomic(file, {"stacks": stacks})
 
 
 def read_status(workdir: str | Path) -> dict[str, Any] | None:
