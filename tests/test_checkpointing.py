@@ -13,11 +13,13 @@ from flax import nnx
 
 from transformer_jax.checkpointing import Checkpointer
 
+from conftest import ORBAX_LATE_CLOSE
+
 # After a failed (corrupt or mismatched) restore, TensorStore callbacks of the aborted reads may
 # fire after Orbax closed its event loop; Python reports that through sys.unraisablehook ("Event
 # loop is closed"), which pytest turns into a warning, at times during a later test. Harmless and
-# outside our control, so it is not shown.
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+# outside our control, so that message (only that one) is not shown.
+pytestmark = ORBAX_LATE_CLOSE
 
 
 def _state(scale: float) -> dict:

@@ -189,12 +189,13 @@ def test_offline_hub_dataset_fails_fast(outcomes):
     """configs/lm.py without a text file wants TFDS tiny_shakespeare; offline (forced here through
     a proxy nobody listens on) that is one line naming data.text_path, in seconds: at most the
     reachability probe (5 s) more than a config error, where TFDS's downloader would retry for
-    minutes. (Compared with a config error's time, not absolute: the machine may be busy.)"""
+    minutes. (Compared with a config error's time, not absolute, and with a minute's margin:
+    a busy machine slows one command more than another; minutes of retries still fail.)"""
     _, proc, seconds = outcomes["results"]["offline_hub"]
     assert_one_error_line(proc, "data.text_path=''", "tiny_shakespeare", "offline",
                           "--config.data.text_path=")
     baseline = outcomes["results"]["bad_task"][2]
-    assert seconds < baseline + 15, f"took {seconds:.1f}s, a config error {baseline:.1f}s"
+    assert seconds < baseline + 60, f"took {seconds:.1f}s, a config error {baseline:.1f}s"
 
 
 def test_debug_shows_the_traceback(outcomes):

@@ -7,7 +7,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 
 import ml_collections
 import numpy as np
@@ -175,9 +174,7 @@ def test_eval_set_fixed_padded_and_longer(data_dir):
 
 def test_synthetic_prepared_once_and_keyed_by_parameters(tmp_path):
     cfg = config(str(tmp_path), task="reverse", num_train=20000, num_eval=1000, seq_len=32)
-    start = time.perf_counter()
     ds = data.make_dataset(cfg, seed=0)
-    assert time.perf_counter() - start < 20  # default-sized generation takes a few seconds
     files = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
     assert any(p.name.endswith("array_record-00000-of-00001") for p in files)
     again = data.make_dataset(cfg, seed=0)
@@ -261,23 +258,44 @@ def test_small_and_unicode_text(tmp_path):
     assert edited.decode(edited.train_ids).startswith("HÉLLO")
 
 
-def test_hub_offline_fails_fast_naming_text_path(tmp_path, monkeypatch):
+@pytest.fixture
+def probe_only(monkeypatch):
+    """Offline, the hub dataset must fail after one reachability probe (which gives up after
+    text.PROBE_TIMEOUT_S), never reaching TFDS's downloader, which retries for minutes: what
+    "fails fast" means, checked without a wall clock. Yields the probe's results."""
+    import tensorflow_datasets as tfds
+
+    from transformer_jax.data import text
+
+    def download(*args, **kwargs):
+        raise AssertionError("TFDS's downloader was asked to download while offline")
+
+    for name in ("download", "download_and_extract"):
+        monkeypatch.setattr(tfds.download.DownloadManager, name, download)
+    results, probe = [], text._reachable
+
+    def recorded(*args, **kwargs):
+        results.append(probe(*args, **kwargs))
+        return results[-1]
+
+    monkeypatch.setattr(text, "_reachable", recorded)
+    yield results
+    assert results == [False]  # probed once, found unreachable
+
+
+def test_hub_offline_fails_fast_naming_text_path(tmp_path, monkeypatch, probe_only):
     monkeypatch.setenv("https_proxy", UNREACHABLE_PROXY)
     monkeypatch.setenv("HTTPS_PROXY", UNREACHABLE_PROXY)
-    start = time.perf_counter()
     with pytest.raises(data.DataError) as err:
         data.make_dataset(text_config(str(tmp_path), ""), seed=0)
-    assert time.perf_counter() - start < 20
     message = str(err.value)
     assert "\n" not in message and "tiny_shakespeare" in message and "data.text_path" in message
 
 
-def test_hub_offline_fails_fast_without_proxy(tmp_path):
-    """This machine has no route to the hub: the direct probe must also fail in seconds."""
-    start = time.perf_counter()
+def test_hub_offline_fails_fast_without_proxy(tmp_path, probe_only):
+    """This machine has no route to the hub: the direct probe must also fail, and decide."""
     with pytest.raises(data.DataError, match="data.text_path"):
         data.make_dataset(text_config(str(tmp_path), ""), seed=0)
-    assert time.perf_counter() - start < 20
 
 
 def test_hub_from_manually_downloaded_file(tmp_path, monkeypatch, shakespeare):

@@ -84,10 +84,57 @@ def test_accuracy_by_length_on_a_tiny_finished_study(tmp_path):
     assert f"acc ≤ {n} (train) | acc {n + 1}–{2 * n} | acc {2 * n + 1}–{4 * n}" in verdict
     assert next(l for l in verdict.splitlines() if l.startswith("| alibi | 2 |"))
 
-    # The same numbers straight from the restored parameters, one entry per length and seed.
+    # Every number again, computed apart from length_eval: each seed's checkpoint restored on
+    # its own, its logits on each length's batch, token and sequence accuracy in numpy.
+    independent = accuracy_by_hand(root / "alibi", (0, 1), lengths)
+    for r in rows:
+        for key in ("accuracy", "seq_accuracy"):
+            assert float(r[key]) == pytest.approx(independent[int(r["length"]), int(r["seed"])][key],
+                                                  abs=1e-4), r
     restored = length_eval.restore_variant({s: root / "alibi" / f"seed_{s}" for s in (0, 1)})
     by_length = length_eval.evaluate_by_length(restored)
     assert list(by_length) == lengths
-    first = [r for r in rows if r["length"] == "1"]
-    np.testing.assert_allclose(by_length[1]["accuracy"], [float(r["accuracy"]) for r in first],
-                               atol=1e-4)
+    for length in lengths:
+        for i, seed in enumerate((0, 1)):
+            for key in ("accuracy", "seq_accuracy"):
+                assert by_length[length][key][i] == pytest.approx(
+                    independent[length, seed][key], abs=1e-6), (length, seed, key)
+    assert len({round(v["accuracy"], 6) for v in independent.values()}) > 1  # not all alike
+
+
+def accuracy_by_hand(variant_dir: Path, seeds, lengths) -> dict[tuple[int, int], dict]:
+    """(length, seed) -> token and whole-sequence accuracy of the seed's final checkpoint on
+    length_eval's examples of that length (the examples are the function's; the rest is not)."""
+    import json
+
+    import jax
+    import ml_collections
+    from flax import nnx
+
+    from helpers_train import restore_newest
+    from transformer_jax import train
+    from transformer_jax.model import Transformer
+
+    out, logits_of = {}, None
+    for seed in seeds:
+        run_dir = variant_dir / f"seed_{seed}"
+        config = ml_collections.ConfigDict(json.loads((run_dir / "config.json").read_text()))
+        run = train.build_run(config)
+        step, state = restore_newest(run_dir, config)
+        assert step == config.train.num_steps
+        if logits_of is None:  # one model config for every seed
+            graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(run.model,
+                                                                       rngs=nnx.Rngs(0))))
+            logits_of = jax.jit(lambda params, b: nnx.merge(graphdef, params)(
+                b["inputs"], b["padding_mask"])[0])
+        for length in lengths:
+            batch = length_eval.length_batch(run, length)
+            right = np.asarray(logits_of(state["params"], batch)).argmax(-1) == batch["targets"]
+            weights = np.asarray(batch["weights"], np.float64)
+            rows = weights.sum(-1) > 0
+            assert rows.sum() == length_eval.NUM_PER_LENGTH
+            out[length, seed] = {
+                "accuracy": float((right * weights).sum() / weights.sum()),
+                "seq_accuracy": float(np.mean([right[b][weights[b] > 0].all()
+                                               for b in np.flatnonzero(rows)]))}
+    return out

@@ -12,13 +12,12 @@ import signal
 import numpy as np
 import pytest
 
+from conftest import ORBAX_LATE_CLOSE
 from helpers_train import (BACKGROUND_RUNS, LM, SYNTHETIC, TIMEOUT_S, assert_trees_equal,
                            checkpoint_steps, main_args, main_command, restore_newest, run_main,
                            tiny_config, tree_hashes)
 
-pytestmark = [pytest.mark.usefixtures("compilation_cache"),
-              # Orbax's aborted TensorStore reads may report "Event loop is closed" late.
-              pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
+pytestmark = [pytest.mark.usefixtures("compilation_cache"), ORBAX_LATE_CLOSE]
 
 STEPS = 20  # num_steps of the `tiny` size
 PROGRESS_LINE = re.compile(r"step (\d+)/(\d+)\s+loss [\d.]+.*?\s+acc [\d.]+.*?\|\s+[\d.]+ steps/s\s+ETA \d+")
