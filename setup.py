@@ -12,6 +12,8 @@ VERSION = re.search(r'^__version__ = "([^"]+)"$',
 # build: a lower bound where the code needs an API (release notes, README "Install into your own
 # environment"), an upper bound only where a break is known or likely. The exact set measured to
 # work together is constraints.txt, from which scripts/_venv.sh builds .venv.
+# The floors of jax, jaxlib, flax, optax and orbax-checkpoint together ran the README example and
+# the checkpoint, position and workdir tests (tests/test_install.py says how to repeat it).
 # TensorFlow is deliberately absent: tensorflow-datasets runs without it through the array_record
 # format and tfds.data_source.
 INSTALL_REQUIRES = [
@@ -19,9 +21,10 @@ INSTALL_REQUIRES = [
     # of the tested series. 0.13: every minor release removes deprecated APIs (0.10.0, 0.11.0).
     "jax>=0.10.0,<0.13",
     "jaxlib>=0.10.0,<0.13",  # jax pins jaxlib to its own release; the same range
-    # nnx.OptState, to_pure_dict/replace_by_pure_dict free functions and 0.12's Variable/Pytree
-    # model. <0.13: NNX's API changed with each minor (0.11 Optimizer(wrt=), 0.12 Variables).
-    "flax>=0.12.0,<0.13",
+    # 0.12.7: the first to reach JAX internals through jax.extend.core (0.12.1-0.12.6 use jax.core
+    # names that JAX 0.11 removed; 0.12.0 fails to import under jax 0.10). <0.13: NNX's API changed
+    # with each minor (0.11 nnx.Optimizer(wrt=), 0.12 Variables).
+    "flax>=0.12.7,<0.13",
     "optax>=0.2.5",  # optax.tree.norm
     # <0.13: the v0 CheckpointManager/args API we use is being superseded by orbax.checkpoint.v1
     # (0.12.0 renamed v1 functions, 0.12.3 deprecated CheckpointManagerOptions fields).

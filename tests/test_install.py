@@ -79,6 +79,24 @@ def test_every_requirement_is_pinned_in_constraints_and_the_pin_is_in_range():
         assert all(s.operator != "==" for s in req.specifier), f"{req}: exact pin in setup.py"
 
 
+# The floors of the JAX stack in setup.py, checked together on 2026-12-01 (35 passed, no
+# DeprecationWarning): in a fresh venv, `pip install jax==0.10.0 jaxlib==0.10.0 flax==0.12.7
+# optax==0.2.5 orbax-checkpoint==0.11.31 pytest hypothesis .`, then from the repo root that venv's
+# `python -m pytest -W error::DeprecationWarning tests/test_readme_example.py
+# tests/test_checkpointing.py tests/test_positions.py tests/test_workdir_compat.py`.
+# flax 0.12.0 failed there (imports jax._src.core.mutable_array, gone in jax 0.10).
+CHECKED_FLOORS = {"jax": "0.10.0", "jaxlib": "0.10.0", "flax": "0.12.7", "optax": "0.2.5",
+                  "orbax-checkpoint": "0.11.31"}
+
+
+def test_the_stack_floors_are_the_checked_ones():
+    """A floor moved in setup.py must be checked again (the recipe above) and noted here."""
+    reqs = requirements()
+    for name, floor in CHECKED_FLOORS.items():
+        lower = [s.version for s in reqs[name].specifier if s.operator == ">="]
+        assert lower == [floor], f"{reqs[name]}: floor checked was {floor}"
+
+
 def test_every_upper_bound_says_why():
     lines = (ROOT / "setup.py").read_text().splitlines()
     for i, line in enumerate(lines):
