@@ -161,6 +161,50 @@ def assert_trees_equal(actual, expected) -> None:
         np.testing.assert_array_equal(a, e, err_msg=jax.tree_util.keystr(path))
 
 
+# A two-variant study of the tiny synthetic model for the sweep fault tests (test_faults,
+# test_sweep_interrupt): 24 steps, a checkpoint every 6; variant b's `b_changes` (overrides) can
+# make it longer, so that it is still training when a has finished.
+SWEEP_EXPERIMENT = '''
+from pathlib import Path
+from transformer_jax.study import Comparison, Expectation, Study, load_config
+
+def get_study(size):
+    base = load_config(Path({repo!r}) / "configs/synthetic.py", "tiny,task=sort")
+    base.unlock()
+    base.data.data_dir = {data_dir!r}
+    base.train.update(num_steps=24, log_every=3, eval_every=2, checkpoint_every=6)
+    return Study(name="interrupted", claim="c", published="p", base=base,
+                 variants={{"a": {{}}, "b": {{"model.attn_scale": False, **{b_changes!r}}}}},
+                 seeds=(0, 1), metrics=("eval/loss",),
+                 expectations=(Expectation("t", "eval/loss", "a", Comparison.AT_MOST, 1e9),))
+'''
+
+
+def sweep_command(tmp_path: Path, data_dir: str, jobs: int,
+                  b_changes: dict[str, Any] | None = None) -> tuple[list[str], Path]:
+    """(the sweep command of SWEEP_EXPERIMENT written into tmp_path, the study's directory)."""
+    experiment = Path(tmp_path) / "interrupted.py"
+    experiment.write_text(SWEEP_EXPERIMENT.format(repo=str(REPO), data_dir=data_dir,
+                                                  b_changes=b_changes or {}))
+    root = Path(tmp_path) / "study"
+    return [sys.executable, "-m", "transformer_jax.sweep", f"--experiment={experiment}",
+            f"--workdir={root}", f"--jobs={jobs}"], root
+
+
+def sweep_workers(process) -> list:
+    """A sweep's worker processes: its descendants, except multiprocessing's resource tracker."""
+    import psutil
+
+    return [p for p in psutil.Process(process.pid).children(recursive=True)
+            if "resource_tracker" not in " ".join(p.cmdline())]
+
+
+def sweep_logs(printed: str, root: Path) -> str:
+    """What a sweep printed, and what its tasks logged into files of their own (if they do:
+    <study>/<variant>/*.log)."""
+    return "\n".join([printed] + [f.read_text() for f in sorted(Path(root).glob("*/*.log"))])
+
+
 # --- Commands run in the background (tests/conftest.py: pytest_collection_modifyitems) ---------
 #
 # A test that only starts a command and then judges its output leaves one of the two cores idle

@@ -15,7 +15,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,18 +22,18 @@ import pytest
 
 from transformer_jax import workdir as workdir_lib
 
+from conftest import ORBAX_LATE_CLOSE
 from helpers_train import (FAULT_OVERRIDES, REPO, SYNTHETIC, TIMEOUT_S, assert_trees_equal,
                            checkpoint_steps, finish, main_args, restore_newest, run_main,
-                           start_main, tiny_config, tree_hashes, wait_for)
+                           start_main, sweep_command, sweep_logs, sweep_workers, tiny_config,
+                           tree_hashes, wait_for)
 
-pytestmark = [pytest.mark.usefixtures("compilation_cache"),
-              # Orbax's aborted TensorStore reads (corrupt checkpoint) may report "Event loop is
-              # closed" late, through sys.unraisablehook.
-              pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
+pytestmark = [pytest.mark.usefixtures("compilation_cache"), ORBAX_LATE_CLOSE]
 
 STEPS = FAULT_OVERRIDES["train.num_steps"]
 SIGTERM_EVERY = 7  # checkpoint_every of the SIGTERM run: the preemption step is usually not one
 RESUMING = re.compile(r"resuming \S+ from step (\d+)")
+RESUMING_RUN = re.compile(r"resuming \S+/(\w+)/seed_(\d+) from step \d+")
 
 
 def _args(workdir, data_dir, **changes):
@@ -90,10 +89,12 @@ def _copy(workdir, tmp_path) -> Path:
 
 
 def test_kill_9_then_resume_equals_uninterrupted(tmp_path, tj_data_dir, reference):
-    rng = random.Random()
+    seed = int(os.environ.get("TJ_KILL_SEED", "0"))  # TJ_KILL_SEED=n tries another kill point
+    rng = random.Random(seed)
     kill_after = rng.choice(range(4, 33, 4))  # a checkpoint step; then up to 0.2 s more
     delay = rng.uniform(0.0, 0.2)
-    note = f"killed after checkpoint {kill_after} + {delay:.3f}s"
+    note = f"killed after checkpoint {kill_after} + {delay:.3f}s (TJ_KILL_SEED={seed})"
+    print(note)  # shown with the test's output when it fails
     workdir, log = tmp_path / "run", tmp_path / "log.txt"
     args = _args(workdir, tj_data_dir)
     proc = start_main(args, log)
@@ -208,62 +209,43 @@ def test_memory_stays_flat(tmp_path, tj_data_dir, monkeypatch):
     assert growth_mb < 30, f"RSS grew {growth_mb:.1f} MB from step 101 to 250"
 
 
-SWEEP_EXPERIMENT = '''
-from pathlib import Path
-from transformer_jax.study import Comparison, Expectation, Study, load_config
-
-def get_study(size):
-    base = load_config(Path({repo!r}) / "configs/synthetic.py", "tiny,task=sort")
-    base.unlock()
-    base.data.data_dir = {data_dir!r}
-    base.train.update(num_steps=24, log_every=3, eval_every=2, checkpoint_every=6)
-    return Study(name="interrupted", claim="c", published="p", base=base,
-                 variants={{"a": {{}}, "b": {{"model.attn_scale": False}}}}, seeds=(0, 1),
-                 metrics=("eval/loss",),
-                 expectations=(Expectation("t", "eval/loss", "a", Comparison.AT_MOST, 1e9),))
-'''
-
-
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_interrupted_sweep_completes_only_what_is_missing(tmp_path, tj_data_dir, jobs):
-    """kill -9 a sweep in its second variant; the same command then finishes only what is
-    missing, leaves finished runs' files untouched, and the report covers every run exactly
-    once. With worker processes (jobs=2), none outlives the killed sweep."""
+    """kill -9 a sweep once variant a has finished and variant b (twice as long) has a
+    checkpoint; the same command then finishes only what is missing, leaves a's files
+    untouched, and the report covers every run exactly once. With worker processes (jobs=2),
+    none outlives the killed sweep; without (jobs=1), the sweep trains in its own process."""
     import psutil
 
-    experiment = tmp_path / "interrupted.py"
-    experiment.write_text(SWEEP_EXPERIMENT.format(repo=str(REPO), data_dir=tj_data_dir))
-    root = tmp_path / "study"
-    command = [sys.executable, "-m", "transformer_jax.sweep", f"--experiment={experiment}",
-               f"--workdir={root}", f"--jobs={jobs}"]
-    with open(tmp_path / "first.log", "w") as log:
+    command, root = sweep_command(tmp_path, tj_data_dir, jobs, {"train.num_steps": 48})
+    log_path = tmp_path / "first.log"
+
+    def a_finished() -> bool:
+        statuses = [workdir_lib.read_status(root / "a" / f"seed_{s}") for s in (0, 1)]
+        return all(s and s["state"] == "finished" for s in statuses)
+
+    with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + TIMEOUT_S
-        while not [p for p in (root / "b" / "seed_0" / "checkpoints").glob("*") if p.name.isdigit()]:
-            assert process.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
-            assert time.time() < deadline, "variant b never checkpointed"
-            time.sleep(0.05)
-        workers = psutil.Process(process.pid).children(recursive=True)
+        wait_for(lambda: a_finished() and checkpoint_steps(root / "b" / "seed_0"), process,
+                 "variant a finished and a checkpoint of variant b", log_path=log_path)
+        workers = sweep_workers(process)
         process.kill()
         process.wait(timeout=30)
-    assert len(workers) >= jobs if jobs > 1 else True
+    assert len(workers) == (jobs if jobs > 1 else 0), workers
     _, alive = psutil.wait_procs(workers, timeout=30)
     assert not alive, f"workers outlived the killed sweep: {alive}"
     assert workdir_lib.read_status(root / "b" / "seed_0")["state"] == "running"
-    ended_a = workdir_lib.read_status(root / "a" / "seed_0")["state"] == "finished"
-    assert ended_a or jobs > 1  # in turn, 'a' ended before 'b' began
     finished_a = tree_hashes(root / "a")
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S * 2)
     assert result.returncode == 0, result.stderr[-3000:]
-    if ended_a:
-        assert tree_hashes(root / "a") == finished_a  # finished runs untouched
-        assert "already finished" in result.stderr
-    assert "resuming" in result.stderr
+    assert tree_hashes(root / "a") == finished_a  # finished runs untouched
+    logs = sweep_logs(result.stderr, root)
+    assert "a, seeds [0, 1]: already finished" in logs, logs[-3000:]
+    resumed = RESUMING_RUN.findall(logs)
+    assert sorted(set(v for v, _ in resumed)) == ["b"], resumed
     rows = (root / "summary.csv").read_text().splitlines()[1:]
     assert sorted(r.split(",")[:3] for r in rows) == [
         ["a", "0", "finished"], ["a", "1", "finished"], ["b", "0", "finished"], ["b", "1", "finished"]]
-
-
 
 
 def test_sigterm_to_a_parallel_sweep_checkpoints_every_worker(tmp_path, tj_data_dir):
@@ -272,11 +254,7 @@ def test_sigterm_to_a_parallel_sweep_checkpoints_every_worker(tmp_path, tj_data_
     finishes the study from those checkpoints."""
     import psutil
 
-    experiment = tmp_path / "preempted.py"
-    experiment.write_text(SWEEP_EXPERIMENT.format(repo=str(REPO), data_dir=tj_data_dir))
-    root = tmp_path / "study"
-    command = [sys.executable, "-m", "transformer_jax.sweep", f"--experiment={experiment}",
-               f"--workdir={root}", "--jobs=2"]
+    command, root = sweep_command(tmp_path, tj_data_dir, jobs=2)
     log_path = tmp_path / "first.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)

@@ -228,12 +228,48 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _listening(pid: int, port: int) -> bool:
+    import psutil
+
+    try:
+        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                   for c in psutil.Process(pid).net_connections(kind="tcp"))
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _start_two_hosts(root: Path, args) -> list[subprocess.Popen]:
+    """Process 0 (the coordinator) on a free port, then process 1 once process 0 listens there.
+
+    A port found free may be taken by another program before process 0 binds it: then process 0
+    never listens on it (it fails or waits), and both are started again on a new port, up to
+    three times. Process 1 starts only when the coordinator is up, so it never meets the race.
+    """
+    import time
+
+    from helpers_train import start_main
+
+    for attempt in range(3):
+        port = _free_port()
+        coordinator = [f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2"]
+        first = start_main(args(*coordinator, "--process_id=0"), root / "process_0.log")
+        deadline = time.monotonic() + TIMEOUT_S
+        while first.poll() is None and time.monotonic() < deadline and not _listening(first.pid, port):
+            time.sleep(0.05)
+        if first.poll() is None and _listening(first.pid, port):
+            return [first, start_main(args(*coordinator, "--process_id=1"), root / "process_1.log")]
+        first.kill()
+        first.wait()
+    pytest.fail("the coordinator never listened on a free port\n" +
+                (root / "process_0.log").read_text()[-3000:])
+
+
 @pytest.fixture(scope="module")
 def two_hosts(tmp_path_factory, tj_data_dir) -> dict:
     """`transformer_jax.main` as a 2-process (multi-host) run on one machine: one CPU device per
     process, collectives over gloo, both processes on one workdir (a shared filesystem); and the
     same config as one process, for reference."""
-    from helpers_train import SYNTHETIC, main_args, run_main, start_main
+    from helpers_train import SYNTHETIC, main_args, run_main
 
     root = tmp_path_factory.mktemp("two_hosts")
     # The tiny size's 20 steps (eval and checkpoint at 10 and 20): the single-process run then
@@ -241,11 +277,8 @@ def two_hosts(tmp_path_factory, tj_data_dir) -> dict:
     overrides = {"train.log_every": 1}
     single = run_main(main_args(f"{SYNTHETIC}:tiny", root / "single", tj_data_dir, overrides))
     assert single.returncode == 0, single.stderr[-3000:]
-    port = _free_port()
-    procs = [start_main(main_args(f"{SYNTHETIC}:tiny", root / "multi", tj_data_dir, overrides,
-                                  f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2",
-                                  f"--process_id={i}"), root / f"process_{i}.log")
-             for i in range(2)]
+    procs = _start_two_hosts(root, lambda *extra: main_args(
+        f"{SYNTHETIC}:tiny", root / "multi", tj_data_dir, overrides, *extra))
     try:
         codes = [p.wait(timeout=TIMEOUT_S * 2) for p in procs]
     except subprocess.TimeoutExpired:
