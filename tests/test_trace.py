@@ -1,0 +1,274 @@
+"""`python -m transformer_jax.trace`: every number it prints, recomputed in numpy from the same
+weights (float64, written from the formulas, not from the project's functions), and its bad
+input. Two traces are computed once each: the defaults (sinusoidal positions, post-norm) and
+rotary positions with pre-norm."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import assert_close
+from transformer_jax import trace as trace_cli
+from transformer_jax import trace_steps as ts
+from transformer_jax.config import ConfigError, Norm, Position
+
+ATOL = 1e-4  # float32 against float64 on scores of size ~3
+
+
+@pytest.fixture(scope="module", params=[("sinusoidal", "post"), ("rotary", "pre")],
+                ids=lambda p: "-".join(p))
+def traced(request):
+    position, norm = request.param
+    trace = ts.TraceConfig("dog bites man", position=position, norm=norm, token="bites")
+    model = ts.build(trace.model_config(), trace.seed)
+    return trace, model, ts.trace_numbers(model, trace, queries=64, keys=16)
+
+
+def array(variable) -> np.ndarray:
+    return np.asarray(variable[...], np.float64)
+
+
+# --- numpy, from the formulas -------------------------------------------------------------------
+
+def np_sinusoidal(length, d):
+    angle = np.arange(length)[:, None] / 10000.0 ** (np.arange(0, d, 2)[None, :] / d)
+    table = np.zeros((length, d))
+    table[:, 0::2], table[:, 1::2] = np.sin(angle), np.cos(angle)
+    return table
+
+
+def np_rotate(x, positions):
+    """x [T, H, d]: each pair (2i, 2i+1) of position p turned by p·10000^(-2i/d)."""
+    d = x.shape[-1]
+    angle = np.asarray(positions)[:, None, None] * 10000.0 ** (-np.arange(0, d, 2) / d)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = even * np.cos(angle) - odd * np.sin(angle)
+    out[..., 1::2] = even * np.sin(angle) + odd * np.cos(angle)
+    return out
+
+
+def np_softmax(s):
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def np_inputs(trace, model, tokens):
+    x = array(model.embed.embedding)[tokens] * np.sqrt(trace.d_model)
+    if trace.position is Position.SINUSOIDAL:
+        x = x + np_sinusoidal(len(tokens), trace.d_model)
+    return x
+
+
+def np_attention(x, attention, heads, rotary, mask=None):
+    t, d = x.shape
+    lin = lambda m, v: v @ array(m.kernel) + array(m.bias)  # noqa: E731
+    split = lambda v: v.reshape(t, heads, d // heads)  # noqa: E731
+    q, k, v = (split(lin(getattr(attention, n), x)) for n in ("query", "key", "value"))
+    if rotary:
+        q, k = np_rotate(q, np.arange(t)), np_rotate(k, np.arange(t))
+    raw = np.einsum("qhd,khd->hqk", q, k)
+    scaled = raw / np.sqrt(d // heads)
+    if mask is not None:
+        scaled = np.where(mask, scaled, -np.inf)
+    weights = np_softmax(scaled)
+    heads_out = np.einsum("hqk,khd->qhd", weights, v)
+    out = lin(attention.out, heads_out.reshape(t, d))
+    return dict(q=q, k=k, v=v, raw=raw, scaled=scaled, weights=weights, heads=heads_out, output=out)
+
+
+def np_layernorm(x, norm):
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-5) * array(norm.scale) + array(norm.bias)
+
+
+def np_block(x, block, heads, norm, rotary, mask=None):
+    """{stage: (in, out)} and the output of one block, from the formulas."""
+    stages = {}
+
+    def apply(name, f, v):
+        stages[name] = (v, f(v))
+        return stages[name][1]
+
+    ffn = lambda v: (np.maximum(v @ array(block.feed_forward.hidden.kernel)  # noqa: E731
+                                + array(block.feed_forward.hidden.bias), 0)
+                     @ array(block.feed_forward.output.kernel) + array(block.feed_forward.output.bias))
+    attend = lambda v: np_attention(v, block.attention, heads, rotary, mask)["output"]  # noqa: E731
+    ln = lambda name: (lambda v: np_layernorm(v, getattr(block, name)))  # noqa: E731
+    if norm is Norm.PRE:
+        x = x + apply("attention", attend, apply("norm_before_attention", ln("norm_before_attention"), x))
+        x = x + apply("feed_forward", ffn, apply("norm_before_feed_forward", ln("norm_before_feed_forward"), x))
+    else:
+        x = apply("norm_after_attention", ln("norm_after_attention"), x + apply("attention", attend, x))
+        x = apply("norm_after_feed_forward", ln("norm_after_feed_forward"), x + apply("feed_forward", ffn, x))
+    return stages, x
+
+
+# --- part 1 -------------------------------------------------------------------------------------
+
+def test_four_steps_match_numpy(traced):
+    trace, model, n = traced
+    steps = n["steps"]
+    x = np_inputs(trace, model, trace.tokens)
+    assert_close(steps["x"], x, ATOL)
+    want = np_attention(x, model.block.attention, trace.heads, trace.position is Position.ROTARY)
+    for name in ("q", "k", "v", "raw", "scaled", "weights", "heads", "output"):
+        assert_close(steps[name], want[name], ATOL)
+    assert_close(steps["module_output"], want["output"], ATOL)
+    assert_close(steps["row_sums"], np.ones((trace.heads, 3)), 1e-6)
+    for name in ("query", "key", "value", "out"):
+        assert_close(steps[f"kernel_{name}"], array(getattr(model.block.attention, name).kernel), 0)
+
+
+def test_flow_of_the_chosen_token(traced):
+    trace, _, n = traced
+    i, steps, f = trace.token_index, n["steps"], n["flow"]
+    assert i == 1  # --token=bites
+    for h in range(trace.heads):
+        shares = np.asarray(steps["weights"][h, i], np.float64)[:, None] * steps["v"][:, h]
+        assert_close(f["shares"][h], shares, 1e-6)
+        assert_close(f["blend"][h], steps["heads"][i, h], 1e-5)  # = row i of weights·V
+        assert_close(f["raw"][h], steps["q"][i, h] @ steps["k"][:, h].T, ATOL)
+
+
+# --- part 2 -------------------------------------------------------------------------------------
+
+def test_score_scale_matches_numpy(traced):
+    _, _, n = traced
+    samples = ts.score_samples(0, 64, 16)
+    for d, found in n["scale"].items():
+        q, k = (np.asarray(a, np.float64) for a in samples[d])
+        raw = np.einsum("bd,bkd->bk", q[:, 0, 0], k[:, :, 0])
+        for kind, scores in (("raw", raw), ("scaled", raw / np.sqrt(d))):
+            w = np_softmax(scores)
+            jacobian = w[:, :, None] * np.eye(w.shape[1]) - w[:, :, None] * w[:, None, :]
+            assert abs(found[f"var_{kind}"] - scores.var()) <= 1e-4 * max(1, scores.var())
+            assert abs(found[f"max_weight_{kind}"] - w.max(-1).mean()) < 1e-5
+            assert abs(found[f"entropy_{kind}"] - (-(w * np.log(w)).sum(-1)).mean()) < 1e-4
+            assert abs(found[f"grad_{kind}"] - np.sqrt((jacobian ** 2).sum((1, 2))).mean()) < 1e-5
+        # the claim itself: raw variance ≈ d_k, scaled ≈ 1 (1024 samples: ±~15 %)
+        assert 0.75 < found["var_raw"] / d < 1.25 and 0.75 < found["var_scaled"] < 1.25
+    big = n["scale"][512]
+    assert big["max_weight_raw"] > 0.8 > 0.3 > big["max_weight_scaled"]
+    assert big["grad_raw"] < big["grad_scaled"]
+
+
+# --- part 3 -------------------------------------------------------------------------------------
+
+def test_head_shapes_and_parameter_counts():
+    found = ts.head_shapes(512, 8, length=3)
+    assert found["shapes"] == {
+        "x": (1, 3, 512), "W_q": (512, 512), "Q = x·W_q": (1, 3, 512),
+        "Q split into heads": (1, 3, 8, 64), "Q·Kᵀ ÷√d_k": (1, 8, 3, 3),
+        "softmax weights": (1, 8, 3, 3), "weights·V": (1, 3, 8, 64),
+        "heads concatenated": (1, 3, 512), "W_o": (512, 512), "output": (1, 3, 512)}
+    assert found["params"] == {8: 4 * 512 * 512 + 4 * 512, 1: 4 * 512 * 512 + 4 * 512}
+
+
+# --- part 4 -------------------------------------------------------------------------------------
+
+def test_permutation_without_and_with_positions(traced):
+    trace, model, n = traced
+    p = n["permutation"]
+    assert p["perm"].tolist() == [2, 1, 0] and (trace.tokens[::-1] == trace.tokens[p["perm"]]).all()
+    diff = p["max_diff"]
+    # Without positions the reversed sentence's outputs are the outputs reversed. Not bit-exact in
+    # float32: the softmax's and weights·V's sums over keys run in the other order (measured
+    # 2.4e-7, ~2 ulps). ALiBi's penalty -slope·|i - j| is the same after a reversal.
+    assert diff["none"] < 1e-6 and diff["alibi"] < 1e-6
+    for position in ("sinusoidal", "learned", "rotary"):
+        assert diff[position] > 1e-2, (position, diff)
+    out = p["outputs"]["none"]
+    x = array(model.embed.embedding)[trace.tokens] * np.sqrt(trace.d_model)
+    _, want = np_block(x, model.block, trace.heads, trace.norm, rotary=False)
+    assert_close(out["output"], want, ATOL)
+
+
+def test_sinusoidal_rows_and_rotary_shift(traced):
+    trace, _, n = traced
+    assert_close(n["sinusoidal"], np_sinusoidal(3, trace.d_model), 1e-6)
+    r, steps = n["rotary"], n["steps"]
+    i, j = trace.token_index, 0
+    q, k = steps["q"][i, 0].astype(np.float64), steps["k"][j, 0].astype(np.float64)
+    for s, both, alone in zip(r["shift"], r["both_move"], r["query_moves"]):
+        rq = np_rotate(q[None, None], [i + s])[0, 0]
+        assert abs(both - rq @ np_rotate(k[None, None], [j + s])[0, 0]) < 1e-5
+        assert abs(alone - rq @ np_rotate(k[None, None], [j])[0, 0]) < 1e-5
+    assert np.ptp(r["both_move"]) < 1e-5 < 1e-2 < np.ptp(r["query_moves"])
+
+
+# --- part 5 -------------------------------------------------------------------------------------
+
+def test_causal_block_matches_numpy(traced):
+    trace, model, n = traced
+    c = n["causal"]
+    assert (c["mask"] == np.tril(np.ones((3, 3), bool))).all()
+    assert (c["weights"][:, ~c["mask"]] == 0).all()  # exactly 0, not small
+    assert_close(c["weights"].sum(-1), np.ones((trace.heads, 3)), 1e-6)
+    x = np_inputs(trace, model, trace.tokens)
+    stages, out = np_block(x, model.block, trace.heads, trace.norm,
+                           trace.position is Position.ROTARY, mask=c["mask"])
+    assert sorted(stages) == sorted(k.split("/")[0] for k in c if k.endswith("/in"))
+    for name, (v_in, v_out) in stages.items():
+        assert_close(c[f"{name}/in"], v_in, ATOL)
+        assert_close(c[f"{name}/out"], v_out, ATOL)
+        assert_close(ts.rms(c[f"{name}/out"]), np.sqrt((v_out ** 2).mean(-1)), ATOL)
+    assert_close(c["output"], out, ATOL)
+
+
+# --- the printout and the figure ----------------------------------------------------------------
+
+def test_printout_shows_the_numbers(traced):
+    trace, _, n = traced
+    text = trace_cli.format_trace(trace, n, ts.head_shapes(length=3))
+    for head in ("1. The four steps", "2. Why ÷√d_k", "3. Multi-head shapes", "4. Positions",
+                 "5. The causal mask"):
+        assert f"\n{head}" in "\n" + text, head
+    steps = n["steps"]
+    assert f"{steps['raw'][0, 0, 0]:7.2f}{steps['raw'][0, 0, 1]:7.2f}" in text
+    assert f"{steps['weights'][1, 2, 2]:7.2f}   1.00" in text  # last row of weights, its sum
+    assert f"{n['scale'][512]['var_raw']:8.3f}" in text
+    assert "(1, 3, 8, 64)" in text and "1,050,624   1 head of 512: 1,050,624" in text
+    assert max(len(line) for line in text.splitlines()) < 140
+
+
+def test_plot_writes_a_png(traced, tmp_path, monkeypatch):
+    trace, _, n = traced
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mpl"))
+    path = tmp_path / "trace.png"
+    trace_cli.plot(str(path), trace, n)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size < 200_000
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, fragments", [
+    (dict(sentence="dog eats man"), ["unknown word 'eats'", "the vocabulary: dog, bites"]),
+    (dict(sentence="   "), ["the sentence is empty", "dog, bites, man"]),
+    (dict(sentence="dog bites man", heads=3), ["--heads=3 does not divide --d_model=8",
+                                               "valid --heads: 1, 2, 4, 8"]),
+    (dict(sentence="dog bites man", token="cat"), ["--token='cat'", "dog, bites, man"]),
+    (dict(sentence="dog bites man", norm="middle"), ["--norm='middle'", "post, pre, none"]),
+    (dict(sentence="dog bites man", d_model=6, heads=2), ["6/2", "even head dimension"]),
+])
+def test_bad_input_is_one_line(kwargs, fragments):
+    with pytest.raises(ConfigError) as error:
+        ts.TraceConfig(**kwargs)
+    message = str(error.value)
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+
+
+def test_bad_input_exits_2_with_one_line():
+    """The same ConfigError through the command: one `error:` line, exit 2 (one process, which
+    stops before JAX compiles anything)."""
+    proc = subprocess.run([sys.executable, "-m", "transformer_jax.trace", "--heads=3",
+                           "dog bites man"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines == ["error: --heads=3 does not divide --d_model=8; valid --heads: 1, 2, 4, 8"]
+    assert proc.stdout == ""
