@@ -1,7 +1,9 @@
 """Bidirectional encoder on a synthetic sequence task, generated offline (no download).
 
-Tasks: copy, reverse, sort (per-token outputs) and order (one label per sequence: does symbol A
-come before symbol B? An encoder without positions cannot beat chance on it).
+Tasks: copy, reverse, sort, sort_distinct (per-token outputs), lag_bits (per-token: the bits at
+lags 1-4 behind each position as one symbol; experiments/heads.py) and order (one label per
+sequence: does symbol A come before symbol B? An encoder without positions cannot beat chance
+on it).
 Run:
   python -m transformer_jax.main --config=configs/synthetic.py --workdir=runs/reverse \
       --config.data.task=reverse --config.model.position=none

@@ -67,7 +67,7 @@ def base_config() -> ml_collections.ConfigDict:
 
     config.data = data = ml_collections.ConfigDict()
     data.kind = "synthetic"  # synthetic | text
-    data.task = "reverse"  # synthetic: copy | reverse | sort | order | sort_distinct
+    data.task = "reverse"  # synthetic: copy | reverse | sort | order | sort_distinct | lag_bits
     data.vocab_size = 16  # synthetic symbols (pad and separator come on top)
     data.seq_len = 32
     data.min_len = 1

@@ -30,7 +30,7 @@ def default_config() -> ml_collections.ConfigDict:
     """The `data` sub-config with every field this package reads (its public contract)."""
     return ml_collections.ConfigDict(dict(
         kind="synthetic",    # 'synthetic' | 'text'
-        task="copy",         # synthetic: copy | reverse | sort | order | sort_distinct
+        task="copy",         # synthetic: copy | reverse | sort | order | sort_distinct | lag_bits
         vocab_size=16,       # synthetic: distinct symbols; pad and SEP are added on top
         seq_len=32,          # max train length (synthetic x length; text window length)
         min_len=1,           # synthetic: min train length, lengths uniform in [min_len, seq_len]

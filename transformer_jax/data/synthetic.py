@@ -8,6 +8,13 @@
                              at every length (the next output is the smallest input symbol above
                              the last one: no counting, no positions), a length-generalization
                              test (experiments/length_generalization.py).
+  lag_bits                   y_i = the bits at four lags as one symbol: inputs are two symbols
+                             (1, 2 = bits 0, 1), y_i = 1 + Σ_m b(x_{i-LAGS[m]})·2^m, one of 16
+                             (positions cyclic mod the length; V >= 16). Four relations at every
+                             position: one head mixes the four tokens through one softmax and one
+                             W_v, and two symbols' values lie on a line, so the mix is one number
+                             Σ α_m b_m; four heads each deliver one bit in its own direction
+                             (experiments/heads.py).
   order    one label        1 if symbol A (id 1) occurs before symbol B (id 2); each occurs once,
                             the rest are random other symbols. Without positions a pooled encoder
                             sees a multiset and is at chance (50%).
@@ -31,11 +38,12 @@ import tensorflow_datasets as tfds
 from transformer_jax.data import batching
 from transformer_jax.data.batching import DataError
 
-TASKS = ("copy", "reverse", "sort", "order", "sort_distinct")
+TASKS = ("copy", "reverse", "sort", "order", "sort_distinct", "lag_bits")
 DISTINCT = {"sort_distinct": "sort"}  # task -> its rule, applied to sets of distinct symbols
 POOLED_TASKS = ("order",)
 GEN_SEED = 20261129  # changing it changes the data: bump SyntheticTasks.VERSION with it
 ORDER_A, ORDER_B = 1, 2
+LAGS = (1, 2, 3, 4)  # lag_bits: y_i spells the bits at these lags back from i
 
 
 class Examples(NamedTuple):
@@ -44,12 +52,17 @@ class Examples(NamedTuple):
     lengths: np.ndarray  # int32 [N], length of each x
 
 
-def task_targets(task: str, x: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The answer for copy/reverse/sort. x: [N, L] padded with 0 -> y: [N, L] padded with 0."""
+def task_targets(task: str, x: np.ndarray, lengths: np.ndarray, num_symbols: int = 0
+                 ) -> np.ndarray:
+    """The answer for copy/reverse/sort/lag_bits.
+    x: [N, L] padded with 0 -> y: [N, L] padded with 0."""
     task = DISTINCT.get(task, task)
     pos = np.arange(x.shape[1])[None, :]                     # [1, L]
     real = pos < lengths[:, None]                            # [N, L]
-    if task == "copy":
+    if task == "lag_bits":  # inputs 1, 2 = bits 0, 1; answers 1..2^len(LAGS)
+        back = lambda lag: np.take_along_axis(x, (pos - lag) % lengths[:, None], axis=1)  # noqa: E731
+        y = 1 + sum((back(lag) - 1) << m for m, lag in enumerate(LAGS))
+    elif task == "copy":
         y = x
     elif task == "reverse":
         y = np.take_along_axis(x, np.clip(lengths[:, None] - 1 - pos, 0, None), axis=1)
@@ -76,9 +89,10 @@ def sample_examples(task: str, num_symbols: int, num: int, min_len: int, max_len
     if task in DISTINCT:  # the first max_len symbols of a random permutation per example
         symbols = np.argsort(rng.random((num, num_symbols)), axis=1)[:, :max_len] + 1
     else:
-        symbols = rng.integers(1, num_symbols + 1, size=(num, max_len))
+        drawn = 2 if task == "lag_bits" else num_symbols
+        symbols = rng.integers(1, drawn + 1, size=(num, max_len))
     x = np.where(real, symbols, 0).astype(np.int32)
-    return Examples(x, task_targets(task, x, lengths), lengths)
+    return Examples(x, task_targets(task, x, lengths, num_symbols), lengths)
 
 
 @dataclasses.dataclass
@@ -190,6 +204,14 @@ def check_task(task: str, num_symbols: int, min_len: int, eval_min_len: int,
     if task in DISTINCT and num_symbols < max_len:
         raise DataError(f"data.vocab_size={num_symbols} is too small for data.task={task!r}: "
                         f"sequences of length {max_len} need >= {max_len} distinct symbols")
+    if task == "lag_bits":
+        if num_symbols < 2 ** len(LAGS):
+            raise DataError(f"data.vocab_size={num_symbols} is too small for data.task='lag_bits' "
+                            f"(needs >= {2 ** len(LAGS)}: one answer symbol per {len(LAGS)} bits)")
+        if min(min_len, eval_min_len) <= max(LAGS):
+            raise DataError(f"data.min_len={min_len} (eval min {eval_min_len}) is too small for "
+                            f"data.task='lag_bits' (needs > {max(LAGS)}: the lags {LAGS} must "
+                            "name two positions other than i)")
     if task == "order":
         if num_symbols < 3:
             raise DataError(f"data.vocab_size={num_symbols} is too small for data.task='order' "

@@ -1,0 +1,83 @@
+"""The heads study: its task (lag_bits), identical parameters across heads, the study at every
+size, and both analyses (cost against heads, head roles) on a tiny finished study."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from transformer_jax import cli, head_roles, sweep
+from transformer_jax.data import DataError, synthetic
+from transformer_jax.study import Study, load_module, load_study
+
+REPO = Path(__file__).resolve().parents[1]
+EXPERIMENT = REPO / "experiments/heads.py"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compilation_cache():
+    cli.enable_compilation_cache()
+
+
+def test_lag_bits_spells_the_bits_at_the_lags_cyclically():
+    ex = synthetic.sample_examples("lag_bits", 16, 200, 5, 12, np.random.default_rng(0))
+    assert set(np.unique(ex.x)) <= {0, 1, 2}
+    for x, y, n in zip(ex.x, ex.y, ex.lengths):
+        assert not x[n:].any() and not y[n:].any()
+        for i in range(n):
+            bits = [x[(i - lag) % n] - 1 for lag in synthetic.LAGS]
+            assert y[i] == 1 + sum(b << m for m, b in enumerate(bits))
+    assert ex.y.max() <= 16 and ex.y[ex.y > 0].min() >= 1
+
+
+@pytest.mark.parametrize("args, fragment", [
+    ((8, 5, 5), "data.vocab_size=8 is too small for data.task='lag_bits'"),
+    ((16, 4, 8), "data.min_len=4 (eval min 8) is too small for data.task='lag_bits'")])
+def test_lag_bits_refuses_too_few_symbols_or_too_short_sequences(args, fragment):
+    with pytest.raises(DataError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        synthetic.check_task("lag_bits", *args, "encoder")
+
+
+@pytest.mark.parametrize("size", ["tiny", "default", "large"])
+def test_every_head_count_has_the_same_parameters_and_width(size):
+    study = load_study(EXPERIMENT, size)
+    heads = load_module(EXPERIMENT)
+    costs = [heads.model_cost(study.config(v, 0)) for v in study.variants]
+    assert len({p for p, _ in costs}) == 1  # exactly the same parameter count
+    flops = [f for _, f in costs]
+    assert max(flops) / min(flops) - 1 < heads.FLOPS_WITHIN
+    configs = [study.config(v, 0) for v in study.variants]
+    assert len({c.model.d_model for c in configs}) == 1
+    assert [c.model.num_heads for c in configs] == list(heads.HEADS)
+    data = study.base.data
+    synthetic.check_task(data.task, data.vocab_size, data.min_len, data.min_len, "encoder")
+
+
+def test_both_analyses_on_a_tiny_finished_study(tmp_path):
+    full = load_study(EXPERIMENT, "tiny")
+    base = full.base.copy_and_resolve_references()
+    base.unlock()
+    base.data.data_dir = str(tmp_path / "data")
+    base.train.update(num_steps=4, log_every=2, eval_every=4, checkpoint_every=4, eval_batches=1)
+    variants = {v: full.variants[v] for v in ("h1", "h8")}
+    study = Study(name="tiny_heads", claim="c", published="p", base=base, variants=variants,
+                  seeds=(0, 1), metrics=("eval/accuracy",), expectations=(),
+                  analyses=(full.analyses[0], head_roles.make_analysis((head_roles.Check(
+                      "h8 has heads", "h8", lambda t, i: t.offset.shape == (1, 8)),))))
+    heads = load_module(EXPERIMENT)
+    heads.HEADS = (1, 8)  # only the two variants trained here
+    study = Study(**{**study.__dict__, "analyses": (heads.cost_by_heads, study.analyses[1])})
+    root = tmp_path / "study"
+    assert sweep.run_study(study, str(root))
+    verdict = (root / "verdict.md").read_text()
+    assert "### Cost against heads" in verdict and "asserted" in verdict
+    assert "| FLOPs at h=8 within 10% of h=1 |" in verdict and "PASS" in verdict
+    assert "### What the heads learned" in verdict and "| h8 has heads | 2/2 | PASS |" in verdict
+    with (root / head_roles.CSV_FILE).open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 * 2 * (1 + 8)  # seeds × (trained, init) × heads
+    assert {r["role"] for r in rows} <= set(head_roles.ROLES)
+    assert all(0.0 <= float(r["previous_token"]) <= 1.0 for r in rows)
+    assert (root / head_roles.PLOT_FILE).stat().st_size > 0
