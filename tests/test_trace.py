@@ -23,8 +23,8 @@ ATOL = 1e-4  # float32 against float64 on scores of size ~3
 def traced(request):
     position, norm = request.param
     trace = ts.TraceConfig("dog bites man", position=position, norm=norm, token="bites")
-    model = ts.build(trace.model_config(), trace.seed)
-    return trace, model, ts.trace_numbers(model, trace, queries=64, keys=16)
+    model, numbers = ts.trace_numbers(trace, queries=64, keys=16)
+    return trace, model, numbers
 
 
 def array(variable) -> np.ndarray:
@@ -93,17 +93,20 @@ def np_block(x, block, heads, norm, rotary, mask=None):
         stages[name] = (v, f(v))
         return stages[name][1]
 
-    ffn = lambda v: (np.maximum(v @ array(block.feed_forward.hidden.kernel)  # noqa: E731
-                                + array(block.feed_forward.hidden.bias), 0)
-                     @ array(block.feed_forward.output.kernel) + array(block.feed_forward.output.bias))
+    hidden, output = block.feed_forward.hidden, block.feed_forward.output
+    ffn = lambda v: (np.maximum(v @ array(hidden.kernel) + array(hidden.bias), 0)  # noqa: E731
+                     @ array(output.kernel) + array(output.bias))
     attend = lambda v: np_attention(v, block.attention, heads, rotary, mask)["output"]  # noqa: E731
     ln = lambda name: (lambda v: np_layernorm(v, getattr(block, name)))  # noqa: E731
     if norm is Norm.PRE:
-        x = x + apply("attention", attend, apply("norm_before_attention", ln("norm_before_attention"), x))
-        x = x + apply("feed_forward", ffn, apply("norm_before_feed_forward", ln("norm_before_feed_forward"), x))
+        before = lambda name, v: apply(name, ln(name), v)  # noqa: E731
+        x = x + apply("attention", attend, before("norm_before_attention", x))
+        x = x + apply("feed_forward", ffn, before("norm_before_feed_forward", x))
     else:
-        x = apply("norm_after_attention", ln("norm_after_attention"), x + apply("attention", attend, x))
-        x = apply("norm_after_feed_forward", ln("norm_after_feed_forward"), x + apply("feed_forward", ffn, x))
+        x = apply("norm_after_attention", ln("norm_after_attention"),
+                  x + apply("attention", attend, x))
+        x = apply("norm_after_feed_forward", ln("norm_after_feed_forward"),
+                  x + apply("feed_forward", ffn, x))
     return stages, x
 
 

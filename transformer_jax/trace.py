@@ -56,65 +56,73 @@ def per_head(matrices, words, extra=None) -> list[str]:
     return table(rows, labels, list(words) + (["sum"] if extra is not None else []))
 
 
+X_NOTE = {Position.SINUSOIDAL: " + sinusoidal positions", Position.LEARNED: " + learned positions"}
+
+
 def part_steps(trace, n) -> list[str]:
     steps, words, d_k = n["steps"], trace.words, trace.d_model // trace.heads
-    x_note = {Position.SINUSOIDAL: " + sinusoidal positions", Position.LEARNED: " + learned positions"}
-    out = [f'1. The four steps on "{" ".join(words)}": d_model {trace.d_model}, {trace.heads} heads '
-           f"of d_k {d_k}, {trace.position.value} positions, seed {trace.seed}",
-           f"x = embedding·√{trace.d_model}{x_note.get(trace.position, '')}   "
-           f"[T, d_model] = {list(steps['x'].shape)}", *table(steps["x"], [f"  {w}" for w in words])]
+    labels = [f"  {w}" for w in words]
+    out = [f'1. The four steps on "{" ".join(words)}": d_model {trace.d_model}, {trace.heads} '
+           f"heads of d_k {d_k}, {trace.position.value} positions, seed {trace.seed}",
+           f"x = embedding·√{trace.d_model}{X_NOTE.get(trace.position, '')}   "
+           f"[T, d_model] = {list(steps['x'].shape)}", *table(steps["x"], labels)]
     for name, symbol in (("query", "q"), ("key", "k"), ("value", "v")):
         bias = steps[f"bias_{name}"]
         note = f"b_{symbol} = 0" if not bias.any() else f"b_{symbol} = [{nums(bias).strip()}]"
         out += [f"W_{symbol} [d_model, d_model] ({note})",
                 *table(steps[f"kernel_{name}"], [f"  row {r}" for r in range(trace.d_model)])]
-    rotated = " (then rotated by position)" if trace.position is Position.ROTARY else ""
-    for name, symbol in (("q", "Q"), ("k", "K"), ("v", "V")):
-        out += [f"{symbol} = x·W_{symbol.lower()} + b, split into heads{rotated if name != 'v' else ''}"
-                f"   [T, H, d_k] = {list(steps[name].shape)}: h0 | h1 ...",
-                *[f"  {w:<10}" + " |".join(nums(h) for h in row) for w, row in zip(words, steps[name])]]
-        rotated = rotated if name == "q" else ""
+    rotary = trace.position is Position.ROTARY
+    for name in ("q", "k", "v"):
+        then = " (then rotated by position)" if rotary and name != "v" else ""
+        out += [f"{name.upper()} = x·W_{name} + b, split into heads{then}   [T, H, d_k] = "
+                f"{list(steps[name].shape)}: h0 | h1 ...",
+                *[f"  {w:<10}" + " |".join(nums(h) for h in row)
+                  for w, row in zip(words, steps[name])]]
     bias = " + ALiBi bias" if trace.position is Position.ALIBI else ""
+    difference = np.max(np.abs(steps["module_output"] - steps["output"]))
     out += ["Step 1. Q·Kᵀ: each query (row) against each key (column)   [H, T, T]",
             *per_head(steps["raw"], words),
             f"Step 2. ÷√d_k = ×{d_k ** -0.5:.3f}{bias}", *per_head(steps["scaled"], words),
-            "Step 3. softmax, row by row: each row sums to 1", *per_head(steps["weights"], words, steps["row_sums"]),
+            "Step 3. softmax, row by row: each row sums to 1",
+            *per_head(steps["weights"], words, steps["row_sums"]),
             "Step 4. weights·V: each token's new vector, heads concatenated   [T, d_model]",
-            *table(steps["heads"].reshape(len(words), -1), [f"  {w}" for w in words]),
-            "then W_o mixes the heads: output = concat·W_o + b_o",
-            *table(steps["output"], [f"  {w}" for w in words]),
-            f"  (MultiHeadAttention(x) itself: max |difference| "
-            f"{np.max(np.abs(steps['module_output'] - steps['output'])):.1g})"]
+            *table(steps["heads"].reshape(len(words), -1), labels),
+            "then W_o mixes the heads: output = concat·W_o + b_o", *table(steps["output"], labels),
+            f"  (MultiHeadAttention(x) itself: max |difference| {difference:.1g})"]
     return out + part_flow(trace, n)
 
 
 def part_flow(trace, n) -> list[str]:
     f, steps, i = n["flow"], n["steps"], trace.token_index
-    word, out = trace.words[i], []
+    word, out, key_width = trace.words[i], [], WIDTH * steps["k"].shape[-1] + 2
     for h in range(trace.heads):
-        out += [f'The flow for "{word}" (token {i}), head {h}: query q = [{nums(f["query"][h]).strip()}]',
-                f"  {'key':<8}{'k':^{WIDTH * steps['k'].shape[-1] + 2}}{'q·k':>{WIDTH}}"
-                f"{'÷√d_k':>{WIDTH}}{'weight':>{WIDTH}}   weight·v"]
+        out += [f'The flow for "{word}" (token {i}), head {h}: query q = '
+                f'[{nums(f["query"][h]).strip()}]',
+                f"  {'key':<8}{'k':^{key_width}}{'q·k':>{WIDTH}}{'÷√d_k':>{WIDTH}}"
+                f"{'weight':>{WIDTH}}   weight·v"]
         for j, key in enumerate(trace.words):
             out.append(f"  {key:<8}[{nums(steps['k'][j, h])} ]{nums(f['raw'][h, j])}"
-                       f"{nums(f['scaled'][h, j])}{nums(f['weights'][h, j])}   [{nums(f['shares'][h, j])} ]")
-        out.append(f"  {'sum':<8}{' ' * (WIDTH * steps['k'].shape[-1] + 2 + 2 * WIDTH)}"
-                   f"{nums(f['weights'][h].sum())}   [{nums(f['blend'][h])} ] = what \"{word}\" retrieves")
+                       f"{nums(f['scaled'][h, j])}{nums(f['weights'][h, j])}"
+                       f"   [{nums(f['shares'][h, j])} ]")
+        out.append(f"  {'sum':<8}{' ' * (key_width + 2 * WIDTH)}{nums(f['weights'][h].sum())}"
+                   f"   [{nums(f['blend'][h])} ] = new")
     return out
 
 
 def part_scale(n) -> list[str]:
     rows, (queries, keys) = n["scale"], n["scale_samples"]
-    out = [f"2. Why ÷√d_k: {queries} random unit-variance q, each against {keys} keys k; softmax "
-           f"over the keys (uniform: entropy ln {keys} = {np.log(keys):.2f}, max weight {1 / keys:.3f})",
-           f"  {'':>6}{'var(q·k)':^16}{'max weight':^16}{'entropy':^16}{'|∂softmax/∂s|':^16}",
+    out = [f"2. Why ÷√d_k: {queries} random unit-variance q, each against {keys} keys k",
+           f"   softmax over the keys (uniform: entropy ln {keys} = {np.log(keys):.2f}, "
+           f"max weight {1 / keys:.3f});",
+           "   |∂softmax/∂s|: Frobenius norm of its Jacobian (autodiff), mean over the queries",
+           f"  {'':>6}{'var(q·k)':^16}{'max weight':^16}{'entropy':^16}{'|∂softmax/∂s|':>14}",
            f"  {'d_k':>6}" + f"{'raw':>8}{'scaled':>8}" * 4]
     for d, r in rows.items():
         out.append(f"  {d:>6}" + "".join(f"{float(r[f'{s}_{kind}']):8.3f}" for s in
                                           ("var", "max_weight", "entropy", "grad")
                                           for kind in ("raw", "scaled")))
-    return out + ["  raw: variance ≈ d_k, the softmax saturates (max weight → 1, entropy → 0) and its "
-                  "gradient shrinks; scaled: variance ≈ 1 at every d_k"]
+    return out + ["  raw: variance ≈ d_k, the softmax saturates (max weight → 1, entropy → 0) and",
+                  "  its gradient shrinks; scaled: variance ≈ 1 and the same softmax at every d_k"]
 
 
 SYMBOLS = {"x": "[B, T, d_model]", "W_q": "[d_model, d_model]", "Q = x·W_q": "[B, T, d_model]",
@@ -129,8 +137,9 @@ def part_shapes(shapes) -> list[str]:
     d_model = shapes["shapes"]["x"][-1]
     out = [f"3. Multi-head shapes: d_model {d_model}, {heads} heads of {d_model // heads} (B = 1)"]
     out += [f"  {name:<22}{symbol:<22}{shapes['shapes'][name]}" for name, symbol in SYMBOLS.items()]
+    formula = 4 * d_model ** 2 + 4 * d_model
     return out + [f"  parameters: {heads} heads of {d_model // heads}: {many:,}   1 head of "
-                  f"{d_model}: {one:,}   (4·{d_model}² + 4·{d_model} = {4 * d_model ** 2 + 4 * d_model:,})"]
+                  f"{d_model}: {one:,}   (4·{d_model}² + 4·{d_model} = {formula:,})"]
 
 
 def part_positions(trace, n, table_rows: int = 4) -> list[str]:
@@ -154,10 +163,12 @@ def part_positions(trace, n, table_rows: int = 4) -> list[str]:
     out += [f"  sinusoidal table PE[pos, :] (first {rows} rows)",
             *table(n["sinusoidal"][:rows], [f"    pos {r}" for r in range(rows)])]
     r = n["rotary"]
-    out += [f'  rotary: q of "{words[r["i"]]}" and k of "{words[r["j"]]}" (head 0), rotated to positions:',
+    out += [f'  rotary: q of "{words[r["i"]]}" and k of "{words[r["j"]]}" (head 0), rotated to '
+            "positions:",
             f"    {'shift':<7}{'(q, k) at':<12}{'q·k':>9}      {'(q, k) at':<12}{'q·k':>9}"]
     i, j = int(r["i"]), int(r["j"])
-    out += [f"    {s:<7}{f'({i + s}, {j + s})':<12}{both:9.4f}      {f'({i + s}, {j})':<12}{alone:9.4f}"
+    out += [f"    {s:<7}{f'({i + s}, {j + s})':<12}{both:9.4f}      "
+            f"{f'({i + s}, {j})':<12}{alone:9.4f}"
             for s, both, alone in zip(r["shift"].tolist(), r["both_move"], r["query_moves"])]
     return out + ["    both move: the score is unchanged (only the offset counts); q alone: it changes"]
 
@@ -206,27 +217,38 @@ def plot(path: str, trace, n) -> None:
 
     words, steps, p = trace.words, n["steps"], n["permutation"]
     none, sinus = p["outputs"][Position.NONE.value], p["outputs"][Position.SINUSOIDAL.value]
+    diff = lambda o: np.abs(o["reversed"] - o["output"][p["perm"]])  # noqa: E731
+    score_range = (min(steps["raw"][0].min(), 0), max(steps["raw"][0].max(), 0))
     fig, axes = plt.subplots(2, 4, figsize=(13, 6))
-    panels = [(steps["raw"][0], "Q·Kᵀ (head 0)", words), (steps["scaled"][0], "÷√d_k", words),
-              (steps["weights"][0], "softmax weights", words),
-              (n["causal"]["weights"][0], "causal mask: weights", words),
+    # (data, title, key labels or None for output dimensions, colour limits)
+    panels = [(steps["raw"][0], "Q·Kᵀ (head 0)", score_range),
+              (steps["scaled"][0], "÷√d_k (same colour scale)", score_range),
+              (steps["weights"][0], "softmax weights (rows sum to 1)", (0, 1)),
+              (n["causal"]["weights"][0], "causal mask: weights", (0, 1)),
               (none["output"][p["perm"]], "no positions: out(sentence)[perm]", None),
               (none["reversed"], "no positions: out(reversed)", None),
-              (np.abs(none["reversed"] - none["output"][p["perm"]]), "|difference|, no positions", None),
-              (np.abs(sinus["reversed"] - sinus["output"][p["perm"]]), "|difference|, sinusoidal", None)]
-    for ax, (data, title, columns) in zip(axes.flat, panels):
-        image = ax.imshow(data, cmap="viridis", aspect="auto")
+              (diff(none), f"|difference|, no positions (max {diff(none).max():.1g})",
+               (0, diff(sinus).max())),
+              (diff(sinus), f"|difference|, sinusoidal (max {diff(sinus).max():.2f})",
+               (0, diff(sinus).max()))]
+    for index, (ax, (data, title, limits)) in enumerate(zip(axes.flat, panels)):
+        image = ax.imshow(data, cmap="viridis", aspect="auto",
+                          **(dict(vmin=limits[0], vmax=limits[1]) if limits else {}))
         fig.colorbar(image, ax=ax, fraction=0.046)
         ax.set_title(title, fontsize=9)
-        rows = words if columns is not None else words[::-1]
+        attention = index < 4
+        rows = words if attention else words[::-1]
         ax.set_yticks(range(len(rows)), rows)
-        ax.set_ylabel("query" if columns is not None else "token of the reversed sentence")
-        if columns is not None:
-            ax.set_xticks(range(len(columns)), columns)
+        ax.set_ylabel("query" if attention else "token of the reversed sentence")
+        if attention:
+            ax.set_xticks(range(len(words)), words)
             ax.set_xlabel("key")
+            for (i, j), value in np.ndenumerate(data):
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8, color="w")
         else:
             ax.set_xlabel("output dimension")
-    fig.suptitle(f'"{" ".join(words)}": d_model {trace.d_model}, {trace.heads} heads, seed {trace.seed}')
+    fig.suptitle(f'"{" ".join(words)}": d_model {trace.d_model}, {trace.heads} heads, '
+                 f"seed {trace.seed}")
     fig.tight_layout()
     fig.savefig(path, dpi=72)
     plt.close(fig)
@@ -234,8 +256,7 @@ def plot(path: str, trace, n) -> None:
 
 def run(trace, plot_path=None) -> str:
     from transformer_jax import trace_steps
-    model = trace_steps.build(trace.model_config(), trace.seed)
-    n = trace_steps.trace_numbers(model, trace)
+    _, n = trace_steps.trace_numbers(trace)
     text = format_trace(trace, n, trace_steps.head_shapes(length=len(trace.words)))
     if plot_path:
         plot(plot_path, trace, n)
@@ -254,6 +275,7 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 def main(argv):
     from transformer_jax.trace_steps import TraceConfig
+    cli.enable_compilation_cache()  # a second trace of the same sizes loads its two programs
     with cli.user_errors_exit():
         trace = TraceConfig(" ".join(argv[1:]), d_model=_D_MODEL.value, heads=_HEADS.value,
                             seed=_SEED.value, token=_TOKEN.value, position=_POSITION.value,

@@ -2,8 +2,8 @@
 own modules, as pure functions that return numpy arrays, so that `trace.py` can print them and
 the tests can check each one against numpy on the same weights.
 
-Each part runs as one compiled program: compiling op by op (eager JAX) would spend seconds of a
-2-core CPU on a trace whose arithmetic takes microseconds.
+All of it runs as one compiled program: compiling op by op (eager JAX) would spend many seconds of
+a 2-core CPU on a trace whose arithmetic takes microseconds.
 """
 from __future__ import annotations
 
@@ -64,7 +64,8 @@ class TraceConfig:
     def words(self) -> tuple[str, ...]:
         words = tuple(self.sentence.lower().split())
         if not words:
-            raise ConfigError(f"the sentence is empty; give words of the vocabulary: {', '.join(VOCAB)}")
+            raise ConfigError(f"the sentence is empty; give words of the vocabulary: "
+                              f"{', '.join(VOCAB)}")
         for word in words:
             if word not in VOCAB:
                 raise ConfigError(f"unknown word {word!r}; the vocabulary: {', '.join(VOCAB)}")
@@ -108,16 +109,6 @@ class TraceModel(nnx.Module):
         self.block = Block(cfg, rngs=rngs)
 
 
-def build(cfg: ModelConfig, seed: int) -> TraceModel:
-    """The model whose weights the trace reads (initialized in one compiled program)."""
-    return _build(cfg, jax.random.key(seed))
-
-
-@functools.partial(nnx.jit, static_argnums=0)
-def _build(cfg: ModelConfig, key: jax.Array) -> TraceModel:
-    return TraceModel(cfg, rngs=nnx.Rngs(params=key))
-
-
 def embed(model: TraceModel, tokens: jax.Array, position: Position):
     """Token vectors [B, T, D] for tokens [B, T], and the position scheme where
     `Transformer.__call__` puts it: added to x (sinusoidal, learned), a q/k rotation (rotary) or
@@ -133,25 +124,30 @@ def embed(model: TraceModel, tokens: jax.Array, position: Position):
     return x, bias, rotate
 
 
-def trace_numbers(model: TraceModel, trace: TraceConfig, queries: int = 256, keys: int = 32
-                  ) -> dict:
-    """Parts 1, 2, 4 and 5 (part 3 is `head_shapes`), computed in one compiled program:
-    {"steps", "flow", "scale", "permutation", "rotary", "causal"}, each a dict of numpy arrays,
-    "sinusoidal" (the table's first T rows) and "scale_samples" (queries, keys)."""
+def trace_numbers(trace: TraceConfig, queries: int = 256, keys: int = 32
+                  ) -> tuple[TraceModel, dict]:
+    """The model (initialized from trace.seed) and the numbers of parts 1, 2, 4 and 5 (part 3 is
+    `head_shapes`): {"steps", "flow", "scale", "permutation", "rotary", "causal"}, each a dict of
+    numpy arrays, "sinusoidal" (the table's first T rows) and "scale_samples" (queries, keys).
+    Initialization and all parts are one compiled program (one compile: ~4 s of CPU, where two
+    took ~5)."""
     samples = score_samples(trace.seed, queries, keys)
-    found = jax.device_get(_numbers(model, jnp.asarray(trace.tokens), samples,
-                                    position=trace.position, token=trace.token_index))
+    model, found = _numbers(jax.random.key(trace.seed), jnp.asarray(trace.tokens), samples,
+                            cfg=trace.model_config(), position=trace.position,
+                            token=trace.token_index)
+    found = jax.device_get(found)
     found["flow"] = flow(found["steps"], trace.token_index)
     found["permutation"] = permutation(trace.tokens, found["permutation"])
     found["rotary"] = rotary_shift(found["rotary"], trace.token_index, 0)
     found["scale_samples"] = (queries, keys)
-    return found
+    return model, found
 
 
-@functools.partial(nnx.jit, static_argnames=("position", "token"))
-def _numbers(model, tokens, samples, *, position, token):
+@functools.partial(nnx.jit, static_argnames=("cfg", "position", "token"))
+def _numbers(key, tokens, samples, *, cfg, position, token):
+    model = TraceModel(cfg, rngs=nnx.Rngs(params=key))
     steps = four_steps(model, tokens, position)
-    return dict(steps=steps, scale=softmax_stats(samples),
+    return model, dict(steps=steps, scale=softmax_stats(samples),
                 permutation={p.value: both_orders(model, tokens, p) for p in Position},
                 rotary=rotated_scores(steps["q"][token, 0], steps["k"][0, 0], tokens.shape[0]),
                 causal=causal_block(model, tokens, position),
@@ -252,7 +248,8 @@ def both_orders(model: TraceModel, tokens: jax.Array, position: Position) -> dic
 def permutation(tokens: np.ndarray, outputs: dict) -> dict:
     """`perm` with reversed = tokens[perm], and per scheme max |out(reversed) - out[perm]|."""
     perm = np.arange(len(tokens))[::-1].copy()
-    diffs = {p: float(np.max(np.abs(o["reversed"] - o["output"][perm]))) for p, o in outputs.items()}
+    diffs = {p: float(np.max(np.abs(o["reversed"] - o["output"][perm])))
+             for p, o in outputs.items()}
     return dict(perm=perm, max_diff=diffs, outputs=outputs)
 
 
