@@ -61,6 +61,29 @@ def test_hparams_land_in_the_run_itself(tmp_path):
     assert metrics == ["eval/bits_per_char", "train/loss"]
 
 
+def test_a_study_run_is_a_trial_named_by_its_run(tmp_path):
+    """In the sweep's layout (<study root>/<variant>/seed_<n>, the root's config.json naming the
+    study) the HParams trial is named 'study/variant/seed_n' and study and variant are hparams
+    that TensorBoard puts first (marked as differing); elsewhere the trial is the directory."""
+    from tensorboard.plugins.hparams import metadata
+
+    (tmp_path / "config.json").write_text('{"study": "norms", "runs": [["pre", 1]]}')
+    run = tmp_path / "pre" / "seed_1"
+    run.mkdir(parents=True)
+    assert summaries.run_identity(str(run)) == ("norms/pre/seed_1",
+                                                {"study": "norms", "variant": "pre"})
+    assert summaries.run_identity(str(tmp_path / "pre")) == ("pre", {})
+    with summaries.SummaryWriter(str(run)) as writer:
+        writer.hparams({"seed": 1, "model.norm": "pre", "data.task": "sort"}, ["eval/loss"])
+    values, _ = summaries.read_hparams(str(run))
+    assert values["study"] == "norms" and values["variant"] == "pre" and values["seed"] == 1
+    content = summaries._accumulator(str(run)).PluginTagToContent(metadata.PLUGIN_NAME)
+    start = metadata.parse_session_start_info_plugin_data(content[metadata.SESSION_START_INFO_TAG])
+    assert start.group_name == "norms/pre/seed_1"
+    experiment = metadata.parse_experiment_plugin_data(content[metadata.EXPERIMENT_TAG])
+    assert {h.name for h in experiment.hparam_infos if h.differs} == {"study", "variant", "seed"}
+
+
 def test_purge_step_drops_events_of_interrupted_process(tmp_path):
     logdir = str(tmp_path)
     with summaries.SummaryWriter(logdir) as writer:  # the run that crashed after step 4
@@ -92,5 +115,13 @@ def test_attention_map_image():
     assert len(np.unique(uniform_image.reshape(-1, 3), axis=0)) == 1
     diagonal = summaries.attention_map_image(np.eye(4)[None])
     assert not np.array_equal(diagonal[0, 0], diagonal[0, -1])
+    # The scale is fixed, 0..1: weight 1 is viridis' yellow, 0 its dark purple, and uniform
+    # attention is neither (a per-image maximum would have drawn it yellow).
+    from matplotlib import colormaps
+    colour = lambda x: colormaps["viridis"](x, bytes=True)[:3]
+    assert tuple(diagonal[0, 0]) == colour(1.0) and tuple(diagonal[0, -1]) == colour(0.0)
+    assert tuple(uniform_image[0, 0]) == colour(0.25) != colour(1.0)
+    half = summaries.attention_map_image(np.eye(4)[None] * 0.5)
+    assert tuple(half[0, 0]) == colour(0.5)  # not rescaled to its own maximum
     with pytest.raises(ValueError):
         summaries.attention_map_image(np.ones((4, 4)))

@@ -9,15 +9,18 @@ Hyperparameters are written with TensorBoard's own hparams protos
 (`tensorboard.plugins.hparams.summary_v2.hparams_pb` / `hparams_config_pb`, both pure protobuf, no
 TensorFlow) into the run's own event file. tensorboardX's `add_hparams` is avoided on purpose: it
 opens a second writer in a `<logdir>/<timestamp>/` sub-directory, which TensorBoard lists as an
-extra run next to every real one.
+extra run next to every real one. A study's run (`<study>/<variant>/seed_<n>`) is an HParams
+trial named by its run, with `study` and `variant` as its first columns.
 """
 
 from __future__ import annotations
 
+import json
 import logging as std_logging
 import math
 import os
 import time
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -28,6 +31,8 @@ from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.plugins.hparams import summary_v2 as hparams_summary
 from tensorboard.util import tb_logging, tensor_util
+
+from transformer_jax.workdir import CONFIG_FILE
 
 HParamValue = bool | int | float | str
 
@@ -53,13 +58,36 @@ def _hparam_value(value) -> HParamValue:
     return str(value)
 
 
+# The hparams that tell a study's runs apart. TensorBoard lists the columns it is told differ
+# first (then by name): these, rather than the alphabetically first data.* fields.
+IDENTITY_HPARAMS = ("study", "variant", "seed")
+
+
+def run_identity(logdir: str) -> tuple[str, dict[str, HParamValue]]:
+    """(trial name, identity hparams) of the run in `logdir`. A study's run,
+    `<study root>/<variant>/seed_<n>` where the root's config.json names the study (the sweep's
+    layout), is 'study/variant/seed_n' with {'study', 'variant'}; any other run is its
+    directory's name, with none."""
+    path = Path(logdir).absolute()
+    try:
+        study = json.loads((path.parent.parent / CONFIG_FILE).read_text()).get("study")
+    except (OSError, ValueError, AttributeError):
+        study = None
+    if isinstance(study, str) and path.name.startswith("seed_"):
+        return f"{study}/{path.parent.name}/{path.name}", {"study": study,
+                                                           "variant": path.parent.name}
+    return path.name, {}
+
+
 def _experiment_pb(values: Mapping[str, HParamValue], metrics: Sequence[str]) -> summary_pb2.Summary:
     """The experiment summary (hparam names *with types* + metric tags). `hparams_config_pb` can
     only type an hparam by giving it a domain, and a domain built from one run's value would make
     the dashboard's filters hide every other run of a sweep; so the proto is built directly,
-    typed but domain-free (what PyTorch's and tensorboardX's `add_hparams` write too)."""
+    typed but domain-free (what PyTorch's and tensorboardX's `add_hparams` write too). The
+    identity hparams are marked as differing, which puts them in the first columns."""
     experiment = api_pb2.Experiment(
-        hparam_infos=[api_pb2.HParamInfo(name=k, type=_HPARAM_TYPES[type(v)])
+        hparam_infos=[api_pb2.HParamInfo(name=k, type=_HPARAM_TYPES[type(v)],
+                                         differs=k in IDENTITY_HPARAMS)
                       for k, v in sorted(values.items())],
         metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=t)) for t in metrics],
     )
@@ -128,11 +156,15 @@ class SummaryWriter:
 
         Each run also writes the experiment summary (hparam and metric names). TensorBoard uses
         the first one it finds under a logdir, so sweeps should give all runs the same keys.
+        The trial is named by the run (`run_identity`): 'study/variant/seed_n' in a study, where
+        `study` and `variant` are added as hparams.
         """
         from tensorboardX.proto import summary_pb2 as tbx_summary_pb2
 
-        values = {str(k): _hparam_value(v) for k, v in hparams.items()}
-        session = hparams_summary.hparams_pb(values)  # session_start_info: this run's values
+        trial, identity = run_identity(self.logdir)
+        values = {**identity, **{str(k): _hparam_value(v) for k, v in hparams.items()}}
+        # session_start_info: this run's values, its trial named by the run
+        session = hparams_summary.hparams_pb(values, trial_id=trial)
         writer = self._writer.file_writer
         for pb in (_experiment_pb(values, list(metrics)), session):
             # TensorBoard's Summary proto and tensorboardX's copy share the wire format.
@@ -180,9 +212,10 @@ def attention_map_image(weights: np.ndarray, *, min_size: int = 96, pad: int = 2
     Heads are tiled in a near-square grid (row-major, head 0 top-left), separated by `pad` white
     pixels. Each map is upscaled by an integer nearest-neighbour factor so that its longer side
     is at least `min_size` pixels: an 8x8 map would otherwise be 8 pixels in the dashboard.
-    Colours use viridis (perceptually uniform, colour-blind safe) over [0, max weight of all
-    heads]: one scale for all heads keeps heads comparable, and using the max rather than 1
-    keeps long-context maps (typical weights ~1/kv_len) from rendering uniformly dark.
+    Colours use viridis (perceptually uniform, colour-blind safe) on the fixed scale 0 (dark
+    purple) to 1 (yellow), the same in every image, head, layer and step: yellow always means a
+    query puts all its weight on one key, and uniform attention over n keys shows the colour
+    of 1/n (dark for long rows), never the bright yellow a per-image maximum would give it.
     """
     from matplotlib import colormaps  # registry only; no pyplot, no display backend
 
@@ -190,8 +223,7 @@ def attention_map_image(weights: np.ndarray, *, min_size: int = 96, pad: int = 2
     if weights.ndim != 3:
         raise ValueError(f"expected [heads, q_len, kv_len], got shape {weights.shape}")
     heads, q_len, kv_len = weights.shape
-    peak = float(np.max(weights)) if weights.size else 0.0
-    scaled = np.clip(weights / peak, 0.0, 1.0) if peak > 0 else np.zeros_like(weights)
+    scaled = np.clip(weights, 0.0, 1.0)  # a weight is a probability: the scale is fixed
     scale = max(1, math.ceil(min_size / max(q_len, kv_len, 1)))
     tiles = colormaps["viridis"](scaled, bytes=True)[..., :3]  # [heads, q, kv, 3] uint8
     tiles = tiles.repeat(scale, axis=1).repeat(scale, axis=2)
