@@ -71,8 +71,11 @@ def test_suites_filter_the_studies_of_a_directory(size):
     everything = [s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "all")]
     assert lm == list(LM_STUDIES) and not main & set(LM_STUDIES)
     assert {"scaling", "positions"} <= main
-    assert set(everything) == main | set(lm) and everything[-2:] == list(LM_STUDIES)
-    with pytest.raises(ConfigError, match="--suite='nope' is not one of: main, lm, all"):
+    depth = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "depth")}
+    assert "depth" in depth and not depth & (main | set(lm))
+    assert set(everything) == main | set(lm) | depth
+    assert everything[-len(LM_STUDIES):] == list(LM_STUDIES)
+    with pytest.raises(ConfigError, match="--suite='nope' is not one of: main, lm, depth, all"):
         sweep.select_studies(EXPERIMENTS, size, "nope")
 
 
@@ -85,6 +88,6 @@ def test_bad_suite_through_run_sh_is_one_line_and_exit_2(tmp_path, args):
                             text=True, timeout=120)
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode == 2 and len(errors) == 1, result.stderr
-    assert "--suite='nope' is not one of: main, lm, all" in errors[0]
+    assert "--suite='nope' is not one of: main, lm, depth, all" in errors[0]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "w").exists() and not (REPO / "runs" / "nope_studies").exists()

@@ -90,9 +90,10 @@ def grad_norm_by_depth(depths: Sequence[int] = (2, 4, 6, 8, 12)) -> dict[str, di
             for norm in (Norm.POST, Norm.PRE)}
 
 
-def token_similarity_by_depth(residual: bool, depth: int = 12, seed: int = 0) -> np.ndarray:
+def token_similarity_by_depth(residual: bool, depth: int = 12, seed: int = 0,
+                              norm: Norm = Norm.PRE) -> np.ndarray:
     """Mean pairwise cosine similarity of token vectors after each layer: [depth + 1] (0 = input)."""
-    cfg = _tiny(num_layers=depth, residual=residual, norm=Norm.PRE, arch=Arch.ENCODER)
+    cfg = _tiny(num_layers=depth, residual=residual, norm=norm, arch=Arch.ENCODER)
     model = Transformer(cfg, rngs=nnx.Rngs(params=seed))
     inputs, _ = _batch(cfg, seed=seed)
     x = model.embed(inputs) * cfg.d_model ** 0.5  # [B, T, D], as in Transformer.__call__

@@ -38,8 +38,8 @@ _SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --ex
                              "main (generated data) | lm (real text) | all. A file ignores it.")
 flags.mark_flags_as_required(["experiment", "workdir"])
 STUDY_ORDER = ("scaling", "positions", "residuals", "norm_placement", "length_generalization",
-               "lm_positions", "lm_scaling")
-SUITES = ("main", "lm", "all")  # 'all': every study, whatever its suite
+               "lm_positions", "lm_scaling", "depth")
+SUITES = ("main", "lm", "depth", "all")  # 'all': every study, whatever its suite
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -1,0 +1,133 @@
+"""Final accuracy against depth: a study analysis (`Study.analyses`) and the step-0 probe of the
+depth study (`experiments/depth.py`).
+
+Variants there are named `<architecture>_L<depth>`; the analysis groups them back into one line
+per architecture. Each point is the mean over seeds of the final `eval/accuracy`, with its 95 %
+Student-t interval (`study.interval_of_mean`); a diverged run counts as accuracy 0, as the
+study's expectations count it, and is reported. Writes `accuracy_by_depth.csv` (architecture,
+depth, seed, accuracy, diverged) and `accuracy_by_depth.png` into the study dir and returns a
+markdown table.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import re
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from transformer_jax import probes, report, study
+from transformer_jax.config import Norm
+
+METRIC = "eval/accuracy"
+DIVERGED_ACCURACY = 0.0  # what a diverged run counts as (experiments/depth.py: FAILED)
+CSV_FILE, PLOT_FILE = "accuracy_by_depth.csv", "accuracy_by_depth.png"
+PROBE_FILE = "probe_token_similarity_by_depth.png"
+NAME = re.compile(r"^(?P<architecture>.+)_L(?P<depth>\d+)$")
+# Architectures of the probe: (norm placement, residual); names as experiments/depth.py's.
+PROBED = {"pre_res": (Norm.PRE, True), "post_res": (Norm.POST, True),
+          "res_no_norm": (Norm.NONE, True), "pre_no_res": (Norm.PRE, False)}
+
+
+def by_depth(runs: Mapping[tuple[str, int], dict]) -> dict[str, dict[int, dict[int, float]]]:
+    """architecture -> depth -> seed -> final accuracy (nan: diverged or missing)."""
+    out: dict[str, dict[int, dict[int, float]]] = {}
+    for (variant, seed), run in runs.items():
+        found = NAME.match(variant)
+        if found is None:
+            raise ValueError(f"variant {variant!r} is not named <architecture>_L<depth>")
+        out.setdefault(found["architecture"], {}).setdefault(int(found["depth"]), {})[seed] = \
+            report.final_value(run, METRIC)
+    return out
+
+
+def accuracy_by_depth(root: Path, runs: Mapping[tuple[str, int], dict]) -> str:
+    """The analysis: writes the csv and the plot into root, returns the markdown table."""
+    root = Path(root)
+    table = by_depth(runs)
+    points = {a: {d: _point(per_seed) for d, per_seed in sorted(depths.items())}
+              for a, depths in table.items()}
+    _write_csv(table, root / CSV_FILE)
+    _plot(points, root / PLOT_FILE)
+    depths = sorted({d for per_depth in table.values() for d in per_depth})
+    header = ["architecture"] + [f"{d} layers" for d in depths]
+    rows = []
+    for architecture, per_depth in points.items():
+        cells = [architecture]
+        for d in depths:
+            p = per_depth.get(d)
+            cells.append("–" if p is None else
+                         f"{p['mean']:.3f} [{p['low']:.2f}, {p['high']:.2f}]"
+                         + (f" ({p['diverged']} diverged)" if p["diverged"] else ""))
+        rows.append(cells)
+    lines = ["### Accuracy by depth", "",
+             f"Final {METRIC}, mean over seeds [95 % Student-t interval]; a diverged run counts "
+             f"as {DIVERGED_ACCURACY}. Per seed: {CSV_FILE}.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["", f"![accuracy by depth]({PLOT_FILE})", ""]
+    return "\n".join(lines)
+
+
+def _point(per_seed: Mapping[int, float]) -> dict[str, float]:
+    values = np.array([v if math.isfinite(v) else DIVERGED_ACCURACY for v in per_seed.values()])
+    low, high = study.interval_of_mean(values)
+    return {"mean": float(values.mean()), "low": low, "high": high,
+            "diverged": sum(not math.isfinite(v) for v in per_seed.values())}
+
+
+def _write_csv(table, path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["architecture", "depth", "seed", "accuracy", "diverged"])
+        for architecture, per_depth in table.items():
+            for depth, per_seed in sorted(per_depth.items()):
+                for seed, value in sorted(per_seed.items()):
+                    writer.writerow([architecture, depth, seed,
+                                     f"{value:.4f}" if math.isfinite(value) else "",
+                                     int(not math.isfinite(value))])
+
+
+def _plot(points, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for (architecture, per_depth), style in zip(points.items(), ("-", "--", "-.", ":", "-")):
+        depths = sorted(per_depth)
+        mean = np.array([per_depth[d]["mean"] for d in depths])
+        low = np.array([per_depth[d]["low"] for d in depths])
+        high = np.array([per_depth[d]["high"] for d in depths])
+        line, = ax.plot(depths, mean, style, marker="o", label=architecture)
+        ax.fill_between(depths, np.clip(low, 0, 1), np.clip(high, 0, 1), color=line.get_color(),
+                        alpha=0.15)
+    ax.set_xscale("log", base=2)
+    all_depths = sorted({d for per_depth in points.values() for d in per_depth})
+    ax.set_xticks(all_depths, [str(d) for d in all_depths])
+    ax.set(title="final accuracy by depth (band: 95 % interval over seeds)",
+           xlabel="layers (log scale)", ylabel=f"final {METRIC}", ylim=(-0.02, 1.02))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def write_probes(root: Path, depth: int = 24) -> str:
+    """Token similarity after each layer at initialization, every architecture of the study
+    (probes.token_similarity_by_depth: 64-wide encoder on random tokens)."""
+    curves = {name: probes.token_similarity_by_depth(residual, depth, norm=norm)
+              for name, (norm, residual) in PROBED.items()}
+    layers = list(range(depth + 1))
+    probes.plot_lines(Path(root) / PROBE_FILE, {k: (layers, v) for k, v in curves.items()},
+                      title="token similarity at init", xlabel="layer",
+                      ylabel="mean pairwise cosine")
+    shown = sorted({l for l in (0, 1, 2, 6, 12, 24, 48) if l < depth} | {depth})
+    rows = [(name, *(float(curves[name][l]) for l in shown)) for name in curves]
+    table = probes.markdown_table(["architecture"] + [f"after layer {l}" for l in shown], rows)
+    return (f"Mean pairwise cosine similarity of token vectors, {depth}-layer encoder at "
+            "initialization (1 = every token the same vector: rank collapse).\n\n"
+            f"{table}\n\n![similarity]({PROBE_FILE})")
