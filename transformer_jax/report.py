@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from transformer_jax import jobs, workdir as workdir_lib
+from transformer_jax.plots import plot_curves
 from transformer_jax.study import (Comparison, Expectation, INTERVAL_METHOD, Judgement, RATES,
                                    Study, Verdict, interval_of_mean)
 from transformer_jax.summaries import read_scalars
@@ -170,36 +171,6 @@ def _per_seed(j: Judgement) -> str:
     return " · ".join(f"{v}: " + ", ".join(cell(x) if s in j.diverged[v] else f"{x:.4g}"
                                            for s, x in xs.items())
                       for v, xs in j.values.items())
-
-
-def plot_curves(study: Study, runs, path: Path) -> None:
-    """One panel per metric: each variant's mean over seeds, shaded between min and max."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(study.metrics), figsize=(4.2 * len(study.metrics), 3.2),
-                             squeeze=False)
-    for ax, metric in zip(axes[0], study.metrics):
-        for variant in study.variants:
-            curves = [dict(runs[(variant, s)]["curves"].get(metric, [])) for s in study.seeds]
-            steps = sorted(set().union(*curves))
-            if not steps:
-                continue
-            values = np.array([[c.get(t, np.nan) for t in steps] for c in curves])
-            with np.errstate(all="ignore"):
-                mean = np.nanmean(values, 0)
-            line, = ax.plot(steps, mean, label=variant)
-            ax.fill_between(steps, np.nanmin(values, 0), np.nanmax(values, 0),
-                            color=line.get_color(), alpha=0.2)
-        ax.set_title(metric)
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle(study.name)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
 
 
 def write_index(root: Path, names: list[str]) -> Path:
