@@ -1,0 +1,81 @@
+"""The depth study (experiments/depth.py) and its analysis (transformer_jax/depth_eval.py):
+variants named by architecture and depth, expectations that compare one architecture at two
+depths, and accuracy-by-depth points, intervals, csv and plot from made-up runs."""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from transformer_jax import depth_eval, study as study_lib
+from transformer_jax.train import check_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("size", ["tiny", "default", "large"])
+def test_every_architecture_at_every_depth_and_expectations_across_depths(size):
+    study = study_lib.load_study(REPO / "experiments" / "depth.py", size)
+    assert study.suite == "depth"
+    table = {}
+    for variant in study.variants:
+        config = study.config(variant, 0)
+        _, model = check_config(config)
+        architecture, depth = depth_eval.NAME.match(variant).groups()
+        assert model.num_layers == int(depth)
+        table.setdefault(architecture, set()).add(model.num_layers)
+        assert (model.norm.value, model.residual) == \
+            tuple(x.value if hasattr(x, "value") else x for x in depth_eval.PROBED[architecture])
+        assert config.train.warmup_steps == 0 and config.train.grad_clip_norm == 0.0
+    assert set(table) == set(depth_eval.PROBED) and len({frozenset(d) for d in table.values()}) == 1
+    if size == "default":
+        assert next(iter(table.values())) == {2, 6, 12, 24}
+    across = [e for e in study.expectations
+              if e.b and e.a.rsplit("_L", 1)[0] == e.b.rsplit("_L", 1)[0]]
+    assert len(across) >= 3  # flat (Pre-LN), collapses (no residual), degrades (Post-LN, no norm)
+
+
+def made_up_runs() -> dict:
+    """pre_res flat at 0.9 ± 0.01; pre_no_res falling with depth, one diverged run at L24."""
+    values = {("pre_res", 2): [0.90, 0.91, 0.89], ("pre_res", 24): [0.92, 0.90, 0.91],
+              ("pre_no_res", 2): [0.60, 0.62, 0.58], ("pre_no_res", 24): [0.10, 0.12, math.nan]}
+    runs = {}
+    for (architecture, depth), per_seed in values.items():
+        for seed, value in enumerate(per_seed):
+            state = "diverged" if math.isnan(value) else "finished"
+            runs[(f"{architecture}_L{depth}", seed)] = {
+                "status": {"state": state}, "curves": {depth_eval.METRIC: [(100, value)]}}
+    return runs
+
+
+def test_accuracy_by_depth_points_intervals_csv_and_plot(tmp_path):
+    text = depth_eval.accuracy_by_depth(tmp_path, made_up_runs())
+    row = next(l for l in text.splitlines() if l.startswith("| pre_no_res |"))
+    # the diverged run counts as 0: mean (0.10 + 0.12 + 0) / 3, Student-t interval around it
+    low, high = study_lib.interval_of_mean(np.array([0.10, 0.12, 0.0]))
+    assert f"0.073 [{low:.2f}, {high:.2f}] (1 diverged)" in row, row
+    assert row.split(" | ")[1].startswith("0.600 [")
+    assert "| architecture | 2 layers | 24 layers |" in text
+    with (tmp_path / depth_eval.CSV_FILE).open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 12
+    diverged = [r for r in rows if r["diverged"] == "1"]
+    assert [(r["architecture"], r["depth"], r["seed"], r["accuracy"]) for r in diverged] == \
+        [("pre_no_res", "24", "2", "")]
+    assert (tmp_path / depth_eval.PLOT_FILE).stat().st_size > 1000
+
+
+def test_a_variant_not_named_by_depth_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="<architecture>_L<depth>"):
+        depth_eval.by_depth({("pre_res", 0): {"status": {}, "curves": {}}})
+
+
+def test_probe_shows_no_residual_collapsing_faster_than_pre_ln(tmp_path):
+    text = depth_eval.write_probes(tmp_path, depth=3)
+    rows = {l.split(" | ")[0].strip("| "): [float(x) for x in l.strip(" |").split(" | ")[1:]]
+            for l in text.splitlines() if l.startswith("| pre_")}
+    assert rows["pre_no_res"][-1] > 0.99 > rows["pre_res"][-1]  # rank collapse after 3 layers
+    assert (tmp_path / depth_eval.PROBE_FILE).exists()
