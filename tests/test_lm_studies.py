@@ -15,7 +15,7 @@ from transformer_jax.study import load_study
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = REPO / "experiments"
-LM_STUDIES = ("lm_positions", "lm_scaling")
+LM_STUDIES = ("lm_positions", "lm_scaling", "lm_heads")
 
 
 @pytest.fixture
@@ -40,6 +40,9 @@ def test_lm_study_at_tiny_size_writes_its_verdict(tmp_path, lm_env, tj_data_dir,
     assert "eval/bits_per_char" in (root / "summary.csv").read_text().splitlines()[0]
     if name == "lm_scaling":
         assert "Growth of the penalty" in verdict and (root / "penalty_by_head_dim.png").exists()
+    if name == "lm_heads":
+        assert "### What the heads learned" in verdict and (root / "head_roles.png").exists()
+        assert "| h4: some head's previous-token score ≥ 0.5 | " in verdict
 
 
 def test_text_path_defaults_to_the_shared_copy_else_the_hub(monkeypatch, tmp_path):
