@@ -45,7 +45,8 @@ def main_args(config: str, workdir, data_dir, overrides: dict[str, Any] | None =
 
 
 def main_command(args: Iterable[str]) -> list[str]:
-    return [sys.executable, "-m", "transformer_jax.main", *map(str, args)]
+    """--verbosity=0: the log lines (steps, resumes) on stderr too, for the tests to read."""
+    return [sys.executable, "-m", "transformer_jax.main", "--verbosity=0", *map(str, args)]
 
 
 def run_main(args: Iterable[str], env: dict[str, str] | None = None,

@@ -10,7 +10,8 @@ import pytest
 
 from transformer_jax import cli, report, sweep, workdir as workdir_lib
 from transformer_jax.config import ConfigError
-from transformer_jax.study import Comparison, Expectation, Study, Verdict, load_config, load_study
+from transformer_jax.study import Comparison, Expectation, Verdict, load_study
+from tiny_study import tiny_study
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted(p.stem for p in (REPO / "experiments").glob("[!_]*.py"))  # every one of them
@@ -20,20 +21,6 @@ assert len(EXPERIMENTS) >= 8, EXPERIMENTS
 @pytest.fixture(scope="module", autouse=True)
 def _compilation_cache():
     cli.enable_compilation_cache()
-
-
-def tiny_study(data_dir: Path, probes=None, seeds=(0,), analyses=()) -> Study:
-    base = load_config(REPO / "configs/synthetic.py", "tiny,task=sort")
-    base.unlock()
-    base.data.data_dir = str(data_dir)
-    base.train.update(num_steps=6, log_every=2, eval_every=3, checkpoint_every=3, eval_batches=1)
-    return Study(
-        name="tiny", claim="scaling helps", published="none", base=base,
-        variants={"scaled": {"model.attn_scale": True}, "unscaled": {"model.attn_scale": False}},
-        seeds=seeds, metrics=("eval/accuracy", "eval/loss"),
-        expectations=(Expectation("scaled is not worse", "eval/loss", "scaled",
-                                  Comparison.BETTER, -10.0, b="unscaled", higher_is_better=False),),
-        probes=probes, analyses=analyses)
 
 
 def _hashes(root: Path) -> dict[str, str]:

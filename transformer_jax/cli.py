@@ -1,7 +1,11 @@
-"""What the command-line entry points share: bad input becomes one line and exit code 2.
+"""What the command-line entry points share: bad input becomes one line and exit code 2, and a
+terminal that shows what a person needs while the full log goes to a file beside the run.
 
 A user who mistypes a flag should read what was wrong and what is valid, not a traceback;
-`--debug` brings the traceback back.
+`--debug` brings the traceback back. The terminal shows warnings and errors (absl's
+`--verbosity=0` adds every INFO line, the logged steps among them); `log_to_file` appends INFO
+and above, and whatever libraries print (TFDS announces each dataset it prepares on stdout), to
+a run's own train.log.
 """
 from __future__ import annotations
 
@@ -9,12 +13,15 @@ import contextlib
 import difflib
 import glob
 import importlib.util
+import logging as std_logging
 import os
 import re
 import sys
-from typing import Any, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 from absl import flags
+from absl import logging as absl_logging
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_DIVERGED = 0, 2, 3
 _DEBUG = flags.DEFINE_bool("debug", False, "Show tracebacks for bad input.")
@@ -24,6 +31,101 @@ def quiet_progress_bars() -> None:
     """TFDS draws progress bars while it prepares a dataset; in logs they are noise."""
     import tensorflow_datasets as tfds
     tfds.disable_progress_bar()
+
+
+LOG_FILE = "train.log"  # a run's (or a sweep variant's) full log, beside its checkpoints
+
+
+class _Quiet(std_logging.Filter):
+    """Library chatter kept off a terminal that shows warnings: TFDS warns about every custom
+    dataset config it builds (harmless, and in the log file all the same)."""
+
+    def filter(self, record: std_logging.LogRecord) -> bool:
+        return not ("tensorflow_datasets" in record.pathname and record.levelno < std_logging.ERROR)
+
+
+def set_terminal_level(level: int) -> None:
+    """Records are made at INFO (or finer) for the log files; the terminal shows `level` and up."""
+    handler = absl_logging.get_absl_handler()
+    handler.setLevel(level)
+    handler.filters = [f for f in handler.filters if not isinstance(f, _Quiet)]
+    if level > std_logging.INFO:
+        handler.addFilter(_Quiet())
+    absl_logging.get_absl_logger().setLevel(std_logging.NOTSET)  # inherits the root's level
+    std_logging.root.setLevel(min(level, std_logging.INFO))
+
+
+def terminal_level() -> int:
+    """The level `set_terminal_level` set; INFO when none did (a library caller sees all)."""
+    return absl_logging.get_absl_handler().level or std_logging.INFO
+
+
+def terminal_level_from_flags() -> int:
+    """The terminal's level from absl's --verbosity: warnings when it is not given (absl's
+    app.run would make that INFO), 0 adds INFO, -1 is warnings, -2 errors only."""
+    flag = flags.FLAGS["verbosity"]
+    verbosity = flag.value if flag.present else -1
+    level = (absl_logging.converter.absl_to_standard(verbosity) if verbosity <= 1
+             else std_logging.DEBUG)
+    set_terminal_level(level)
+    return level
+
+
+class _RunLog(std_logging.Handler):
+    """Appends log records and printed text to `path` once `ready()` (the run's directory has
+    been prepared), holding earlier lines in memory until then: bad input leaves no file."""
+
+    def __init__(self, path: Path, ready: Callable[[], bool]):
+        super().__init__(std_logging.INFO)
+        self.setFormatter(absl_logging.PythonFormatter())
+        self.path, self.ready = path, ready
+        self.pending: list[str] = []
+        self.file = None
+
+    def write(self, text: str) -> int:  # file-like, for redirected stdout
+        if self.file is None and self.ready():
+            self.file = self.path.open("a")
+            self.file.write("".join(self.pending))
+            self.pending = []
+        if self.file is None:
+            self.pending.append(text)
+        else:
+            self.file.write(text)
+            self.file.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def emit(self, record: std_logging.LogRecord) -> None:
+        try:
+            self.write(self.format(record) + "\n")
+        except Exception:  # a log line must never stop a run
+            self.handleError(record)
+
+    def close(self) -> None:
+        if self.pending and self.ready():
+            self.write("")
+        if self.file is not None:
+            self.file.close()
+        super().close()
+
+
+@contextlib.contextmanager
+def log_to_file(path: Path, ready: Optional[Callable[[], bool]] = None) -> Iterator[Path]:
+    """While the block runs, INFO and up, and stdout, are appended to `path` (a resumed run
+    appends: an earlier run's lines are kept). `ready`: write only once it returns True (by
+    default at once; main passes "the workdir holds config.json")."""
+    path = Path(path)
+    handler = _RunLog(path, ready or (lambda: path.parent.mkdir(parents=True, exist_ok=True)
+                                      or True))
+    std_logging.root.addHandler(handler)
+    try:
+        with contextlib.redirect_stdout(handler):
+            yield path
+    finally:
+        std_logging.root.removeHandler(handler)
+        handler.close()
 
 
 def enable_compilation_cache() -> None:

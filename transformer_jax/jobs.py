@@ -7,7 +7,8 @@ cores finish scripts/run.sh sooner than one process (measured in the README).
 
 Workers are spawned (JAX is multithreaded: no fork), die with their parent (PR_SET_PDEATHSIG:
 a kill -9 of the sweep leaves no orphan writing into a run), draw no progress bars, and prefix
-their log lines with the task. SIGTERM or Ctrl-C to the sweep becomes SIGTERM to each worker,
+their log lines with the task. Every task logs into its own file (a variant's train.log, a
+study's report.log); the terminal gets what the parent's terminal level lets through. SIGTERM or Ctrl-C to the sweep becomes SIGTERM to each worker,
 which saves a checkpoint and stops, as a single run does; rerunning the command resumes.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Callable, Iterator, Optional, Sequence
 from absl import flags, logging
 
 PROBES_FILE = "probes.md"  # a study's step-0 probes, as markdown (its plots beside it)
+REPORT_LOG = "report.log"  # the log of a study's probes, report and analyses
 PR_SET_PDEATHSIG = 1
 
 
@@ -57,52 +59,65 @@ def run_probes(study, root: Path) -> str:
 
 def execute(task: Task, study, progress_bar: bool = True) -> list[dict]:
     """Runs one task; returns the statuses of its runs ([] for probes)."""
+    from transformer_jax import cli
     from transformer_jax.train import train_replicas
 
     root = Path(task.root)
     if task.variant is None:
-        run_probes(study, root)
+        with cli.log_to_file(root / REPORT_LOG):
+            run_probes(study, root)
         return []
-    logging.info("[%s] %s, seeds %s: %s", task.study, task.variant, list(task.seeds),
-                 root / task.variant)
-    return train_replicas([study.config(task.variant, s) for s in task.seeds],
-                          [str(root / task.variant / f"seed_{s}") for s in task.seeds],
-                          progress_bar=progress_bar)
+    with cli.log_to_file(root / task.variant / cli.LOG_FILE):
+        logging.info("[%s] %s, seeds %s: %s", task.study, task.variant, list(task.seeds),
+                     root / task.variant)
+        return train_replicas([study.config(task.variant, s) for s in task.seeds],
+                              [str(root / task.variant / f"seed_{s}") for s in task.seeds],
+                              progress_bar=progress_bar)
 
 
 def run_tasks(tasks: Sequence[Task], studies: dict, jobs: int,
-              done: Callable[[Task, list[dict]], bool]) -> None:
+              done: Callable[[Task, list[dict]], bool],
+              tick: Optional[Callable[[], None]] = None) -> None:
     """Runs `tasks`; calls done(task, statuses) as each ends. When `done` returns False (a run
-    was preempted) no further task starts. jobs=1: in order, in this process."""
+    was preempted) no further task starts. jobs=1: in order, in this process. `tick`: called
+    about every second while workers train (a progress bar's clock)."""
     if jobs <= 1:
         for task in tasks:
             if not done(task, execute(task, studies[task.study])):
                 return
         return
-    ordered = sorted(tasks, key=lambda t: -t.cost)  # longest first: the last to end is short
-    with _Pool(jobs) as pool:
+    # Probes first (seconds; a study's verdict waits for them), then the longest variants: the
+    # last to end is short.
+    ordered = sorted(tasks, key=lambda t: (t.variant is not None, -t.cost))
+    from transformer_jax import cli
+    with _Pool(jobs, cli.terminal_level()) as pool:
         futures = {pool.submit(_execute_in_worker, t): t for t in ordered}
-        for future in cf.as_completed(futures):
-            if future.cancelled():
-                continue
-            try:
-                statuses = future.result()
-            except cf.process.BrokenProcessPool:
-                if pool.stopping:
-                    continue  # a worker ended by our SIGTERM outside its training loop
-                raise
-            if not done(futures[future], statuses) or pool.stopping:
-                pool.stop(signal_workers=False)
+        running = set(futures)
+        while running:
+            ended, running = cf.wait(running, timeout=1.0, return_when=cf.FIRST_COMPLETED)
+            if tick is not None:
+                tick()
+            for future in ended:
+                if future.cancelled():
+                    continue
+                try:
+                    statuses = future.result()
+                except cf.process.BrokenProcessPool:
+                    if pool.stopping:
+                        continue  # a worker ended by our SIGTERM outside its training loop
+                    raise
+                if not done(futures[future], statuses) or pool.stopping:
+                    pool.stop(signal_workers=False)
 
 
 class _Pool:
     """A ProcessPoolExecutor whose workers stop cleanly with the sweep."""
 
-    def __init__(self, jobs: int):
+    def __init__(self, jobs: int, terminal_level: int):
         self.stopping = False
         self.executor = cf.ProcessPoolExecutor(
             max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker)
+            initializer=_init_worker, initargs=(terminal_level,))
         self.previous: dict[int, object] = {}
 
     def __enter__(self) -> "_Pool":
@@ -146,7 +161,7 @@ def _kill(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
-def _init_worker() -> None:
+def _init_worker(terminal_level: int) -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -157,8 +172,8 @@ def _init_worker() -> None:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     flags.FLAGS.mark_as_parsed()  # workers read no flags; absl logs without complaint
     logging.use_absl_handler()  # the parent's log format (time, file:line)
-    logging.set_verbosity(logging.INFO)
     from transformer_jax import cli
+    cli.set_terminal_level(terminal_level)  # the parent's: --verbosity reaches the workers
     cli.enable_compilation_cache()
     cli.quiet_progress_bars()
 

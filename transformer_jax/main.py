@@ -7,17 +7,22 @@ Open MPI, Cloud TPU, GKE). The batch is split over every process's devices
 (train.num_devices=0); process 0 writes the logs and status, all take part in checkpoints.
 Exit codes: 0 finished (or preempted by SIGTERM after saving a checkpoint: rerun to resume),
 2 bad input (one line on stderr, nothing written into an existing run), 3 diverged (NaN/inf).
+The terminal shows a progress bar (when it is one), warnings and the result; every logged step
+goes to DIR/train.log (`--verbosity=0` shows those lines on the terminal too).
 """
+import functools
 import sys
+import time
+from pathlib import Path
 
 if __name__ == "__main__":  # first: glibc reads its tunables only when a process starts
     from transformer_jax import hugepages
     hugepages.reexec_if_useful()
 
-from absl import app, flags, logging
+from absl import app, flags
 from ml_collections import config_flags
 
-from transformer_jax import cli, parallel, train
+from transformer_jax import cli, parallel, terminal, train, workdir as workdir_lib
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file path[:args].",
                                           lock_config=True)
@@ -33,15 +38,38 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
     del argv
+    cli.terminal_level_from_flags()
     cli.enable_compilation_cache()
     cli.quiet_progress_bars()
+    workdir = Path(_WORKDIR.value)
     with cli.user_errors_exit():
         parallel.maybe_initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value,
                                               _PROCESS_ID.value, auto_detect=_AUTO.value)
-        status = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+        import jax
+        log = workdir / (cli.LOG_FILE if jax.process_index() == 0
+                         else f"train.{jax.process_index()}.log")
+        # the log file only once this process has started training (its status.json says
+        # 'running'): bad input leaves no file behind and adds nothing to an existing run's
+        with cli.log_to_file(log, ready=functools.partial(_started_after, workdir, time.time())):
+            status = train.train_and_evaluate(_CONFIG.value, str(workdir))
+    print(f"{describe(status)}\nfull log:    {log}\n"
+          f"TensorBoard: {terminal.tensorboard_executable()} --logdir {workdir}")
     sys.exit(cli.exit_code(status))
 
 
+def _started_after(workdir: Path, t0: float) -> bool:
+    status = workdir / workdir_lib.STATUS_FILE
+    return status.exists() and status.stat().st_mtime >= t0
+
+
+def describe(status: dict) -> str:
+    """The run's outcome in one line: its state, step, time and final eval metrics."""
+    state, step = status.get("state", "?"), status.get("step", 0)
+    seconds = status.get("seconds")
+    metrics = ", ".join(f"{k} {v:.4g}" for k, v in (status.get("eval") or {}).items())
+    return (f"{state} at step {step}" + (f" in {terminal.duration(seconds)}" if seconds else "")
+            + (f": {metrics}" if metrics and state == "finished" else ""))
+
+
 if __name__ == "__main__":
-    logging.set_verbosity(logging.INFO)
     app.run(main, flags_parser=cli.parse_flags)

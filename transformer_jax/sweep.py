@@ -12,6 +12,10 @@ curves.png, summary.csv, summary.md and verdict.md.
 `--shard=i/n` runs every n-th run starting at i (cluster array jobs); the report is written
 by whichever shard finds every run ended. `--jobs=N` trains N variants at once in worker
 processes (`transformer_jax.jobs`), longest first.
+
+The terminal gets one line per finished variant, each study's verdict as it is written, a
+summary table and the TensorBoard command (`transformer_jax.terminal`); each variant's full log
+is DIR/<variant>/train.log, and `--verbosity=0` shows it on the terminal too.
 """
 import functools
 import sys
@@ -24,7 +28,7 @@ if __name__ == "__main__":  # first: glibc reads its tunables only when a proces
 
 from absl import app, flags, logging
 
-from transformer_jax import cli, jobs as jobs_lib, report, study as study_lib, workdir as workdir_lib
+from transformer_jax import cli, jobs as jobs_lib, report, study as study_lib, terminal, workdir as workdir_lib
 from transformer_jax.train import PREEMPTED, check_config, has_ended
 
 _EXPERIMENT = flags.DEFINE_string("experiment", None,
@@ -52,16 +56,20 @@ def parse_shard(text: str) -> tuple[int, int]:
     return index, count
 
 
-def run_study(study: study_lib.Study, workdir: str, shard: tuple[int, int] = (0, 1)) -> bool:
+def run_study(study: study_lib.Study, workdir: str, shard: tuple[int, int] = (0, 1),
+              progress: Optional[terminal.JobProgress] = None) -> bool:
     """Runs this shard's share of the study in this process; writes the report once every run
     has ended. Returns whether the report was written."""
-    return run_studies([(study, workdir, None)], shard)[study.name]
+    return run_studies([(study, workdir, None)], shard, progress=progress)[study.name]
 
 
 def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard: tuple[int, int],
-                jobs: int = 1, size: str = "default") -> dict[str, bool]:
+                jobs: int = 1, size: str = "default",
+                progress: Optional[terminal.JobProgress] = None) -> dict[str, bool]:
     """(study, workdir, experiment file) each: its runs as tasks (`jobs`), each study's report
-    as soon as its last run ends. Returns study name -> whether its report was written."""
+    as soon as its last run ends. Returns study name -> whether its report was written.
+    `progress` prints a line per variant and each verdict (a new one on stdout if None)."""
+    progress = progress or terminal.JobProgress()
     if jobs > 1 and any(experiment is None for _, _, experiment in studies):
         raise ValueError("jobs > 1 needs each study's experiment file (workers load it)")
     index, count = shard
@@ -73,6 +81,7 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
                 check_config(study.config(variant, seed))
         root = workdir_lib.prepare(workdir, {"study": study.name, "runs": [list(r) for r in study.runs()]})
         roots[study.name] = root
+        progress.add_study(study, root)
         mine = [run for i, run in enumerate(study.runs()) if i % count == index]
         task = functools.partial(jobs_lib.Task, study.name, str(root), experiment, size)
         for variant in study.variants:
@@ -83,8 +92,10 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
             if all(map(has_ended, statuses)):
                 logging.info("[%s] %s, seeds %s: already %s; nothing to do", study.name, variant,
                              list(seeds), "/".join(sorted({s["state"] for s in statuses})))
+                progress.add_variant(None)
                 continue
             tasks.append(task(variant, seeds, jobs_lib.cost(study, variant, seeds)))
+            progress.add_variant(tasks[-1].cost)
         if study.probes and index == 0 and jobs > 1:  # else the report runs them
             tasks.append(task())
     by_name = {study.name: study for study, _, _ in studies}
@@ -99,20 +110,28 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
             logging.info("[%s] %d of %d runs not ended yet; the report follows when they are",
                          name, missing, len(statuses))
             return
-        report.write_report(study, root)
+        with cli.log_to_file(root / jobs_lib.REPORT_LOG):  # the analyses' own lines, and TFDS's
+            report.write_report(study, root)
         reported[name] = True
+        progress.study_reported(name)
 
     def done(task: jobs_lib.Task, statuses: list[dict]) -> bool:
         pending[task.study] -= 1
+        if task.variant is not None:
+            progress.variant_done(task.study, task.variant, task.cost, statuses)
         if any(s.get("state") == PREEMPTED for s in statuses):
             return False
         if not pending[task.study]:
             report_when_ended(task.study)
         return True
 
+    progress.start(jobs)
     for name in [n for n, p in pending.items() if not p]:  # nothing left to run
         report_when_ended(name)
-    jobs_lib.run_tasks(tasks, by_name, jobs, done)
+    try:
+        jobs_lib.run_tasks(tasks, by_name, jobs, done, tick=progress.tick)
+    finally:
+        progress.close()
     return reported
 
 
@@ -142,13 +161,14 @@ def select_studies(directory: Path, size: str, suite: str = "main"
 
 
 def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int],
-            jobs: int = 1, suite: str = "main") -> Path | None:
+            jobs: int = 1, suite: str = "main",
+            progress: Optional[terminal.JobProgress] = None) -> Path | None:
     """Every study of `suite` in `directory`, each into workdir/<name>; workdir/report.md when
     all ended."""
     root = Path(workdir)
     studies = [(study, str(root / study.name), str(path))
                for study, path in select_studies(directory, size, suite)]
-    done = run_studies(studies, shard, jobs, size)
+    done = run_studies(studies, shard, jobs, size, progress)
     if not all(done.values()):
         return None
     return report.write_index(root, list(done))
@@ -156,8 +176,10 @@ def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int],
 
 def main(argv):
     del argv
+    cli.terminal_level_from_flags()
     cli.enable_compilation_cache()
     cli.quiet_progress_bars()
+    progress = terminal.JobProgress()
     with cli.user_errors_exit():
         shard = parse_shard(_SHARD.value)
         if _JOBS.value < 1:
@@ -166,17 +188,15 @@ def main(argv):
         experiment = Path(_EXPERIMENT.value)
         if experiment.is_dir():
             where = run_all(experiment, _WORKDIR.value, _SIZE.value, shard, _JOBS.value,
-                            _SUITE.value)
+                            _SUITE.value, progress)
         else:
             study = study_lib.load_study(experiment, _SIZE.value)
             written = run_studies([(study, _WORKDIR.value, str(experiment))], shard, _JOBS.value,
-                                  _SIZE.value)[study.name]
+                                  _SIZE.value, progress)[study.name]
             where = Path(_WORKDIR.value) / "verdict.md" if written else None
-    if where:
-        print(f"\nreport: {where}\ncurves: tensorboard --logdir {_WORKDIR.value}")
+    progress.finish(_WORKDIR.value, where)
     sys.exit(0)
 
 
 if __name__ == "__main__":
-    logging.set_verbosity(logging.INFO)
     app.run(main, flags_parser=cli.parse_flags)

@@ -1,0 +1,278 @@
+"""What a person running a sweep reads: one line per finished variant (its final metric, how
+many of all are done, time spent and left), each study's verdict as soon as it is written, a
+summary table at the end, and how to open TensorBoard on the results, one study at a time.
+
+Everything else (every logged step, the libraries' INFO lines) goes to the runs' train.log
+files (`cli.log_to_file`); absl's `--verbosity=0` brings it back to the terminal. When stderr
+is a terminal a bar shows the variants done and the time left.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any, Optional, Sequence, TextIO
+
+from transformer_jax.cli import LOG_FILE
+from transformer_jax.study import Study
+
+TENSORBOARD_PORT = 6006
+VERDICT_WORDS = ("holds", "does not hold", "inconclusive")  # study.Verdict's values
+
+
+def duration(seconds: float) -> str:
+    """'45s', '3m07s', '1h02m'."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def headline_metric(study: Study) -> str:
+    """The metric a variant's line shows: the study's first eval/ or train/ metric (those are
+    in each run's status.json), else eval/accuracy."""
+    return next((m for m in study.metrics if m.split("/")[0] in ("eval", "train")),
+                "eval/accuracy")
+
+
+def final_metric(status: dict[str, Any], metric: str) -> Optional[float]:
+    """`metric`'s final value from a run's status.json (None: not there)."""
+    section, _, name = metric.partition("/")
+    if section == "eval":
+        return (status.get("eval") or {}).get(name)
+    return (status.get("train") or {}).get(metric)
+
+
+def describe_seeds(statuses: Sequence[dict], metric: str) -> str:
+    """'eval/accuracy 0.412 (0.41, 0.40, 0.43)'; a diverged or preempted seed says so."""
+    values, notes = [], []
+    for s in statuses:
+        state = (s or {}).get("state", "missing")
+        value = final_metric(s or {}, metric) if state == "finished" else None
+        if value is None:
+            notes.append(f"{state} at step {s.get('step', 0)}" if s else state)
+        else:
+            values.append(float(value))
+            notes.append(f"{value:.3g}")
+    if not values:
+        return f"{metric}: " + ", ".join(notes)
+    mean = sum(values) / len(values)
+    return f"{metric} {mean:.3g}" + (f" ({', '.join(notes)})" if len(statuses) > 1 else "")
+
+
+@dataclasses.dataclass
+class StudyVerdict:
+    """What verdict.md says, for the terminal: the overall line and each expectation's verdict."""
+
+    overall: str
+    expectations: list[tuple[str, str]]  # (verdict, expected outcome in words)
+
+    def count(self, word: str) -> int:
+        return sum(v.startswith(word) for v, _ in self.expectations)
+
+
+def read_verdict(path: Path) -> StudyVerdict:
+    """verdict.md's '**Verdict: ...**' line and its first table's (the expectations')
+    'expected' and 'verdict' columns, found by their headers."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    overall = next((l.replace("**", "") for l in lines if l.startswith("**Verdict")), "")
+    start = next((i for i, l in enumerate(lines) if l.startswith("|")), len(lines))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in lines[start:end]]
+    expectations = []
+    if rows and "expected" in rows[0] and "verdict" in rows[0]:
+        text, verdict = rows[0].index("expected"), rows[0].index("verdict")
+        for row in rows[2:]:
+            if len(row) > max(text, verdict):
+                expectations.append((row[verdict], row[text]))
+    return StudyVerdict(overall, expectations)
+
+
+def tensorboard_executable() -> str:
+    """The tensorboard beside this Python (the venv's), as a path that works in a fresh shell:
+    relative to the current directory when below it."""
+    found = Path(sys.executable).parent / "tensorboard"
+    if not found.exists():
+        which = shutil.which("tensorboard")
+        found = Path(which) if which else found
+    try:
+        return str(found.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(found.absolute())
+
+
+def study_url(study: Study, multi_study: bool, port: int = TENSORBOARD_PORT) -> str:
+    """TensorBoard's Time Series, showing one study: its runs only, coloured by variant (the
+    seeds of a variant share a colour), the study's metrics pinned on top."""
+    if multi_study:  # run names: study/variant/seed_n
+        query = {"runFilter": f"^{study.name}/", "runColorGroup": "regex:^[^/]+/([^/]+)"}
+    else:  # run names: variant/seed_n
+        query = {"runColorGroup": "regex:^([^/]+)"}
+    query["pinnedCards"] = json.dumps([{"plugin": "scalars", "tag": m} for m in study.metrics],
+                                      separators=(",", ":"))
+    # (regex characters left readable: TensorBoard decodes each value as a whole)
+    return (f"http://localhost:{port}/?"
+            + urllib.parse.urlencode(query, safe="/^[]():,", quote_via=urllib.parse.quote)
+            + "#timeseries")
+
+
+def tensorboard_lines(logdir: str, studies: Sequence[Study], multi_study: bool) -> list[str]:
+    script = " (or scripts/tensorboard.sh " + logdir + ")" if Path(
+        "scripts/tensorboard.sh").exists() else ""
+    lines = [f"TensorBoard:  {tensorboard_executable()} --logdir {logdir}{script}",
+             f"  then open, one study at a time (seeds of a variant in one colour, the study's "
+             f"metrics pinned first):"]
+    width = max(len(s.name) for s in studies) if studies else 0
+    lines += [f"  {s.name:<{width}}  {study_url(s, multi_study)}" for s in studies]
+    return lines
+
+
+class JobProgress:
+    """Prints a sweep's progress; `bar`: a tqdm bar on stderr (only if it is a terminal)."""
+
+    def __init__(self, out: Optional[TextIO] = None, bar: bool = True):
+        self.out = out or sys.stdout
+        self.want_bar = bar and sys.stderr.isatty()
+        self.bar = None
+        self.studies: dict[str, tuple[Study, Path]] = {}
+        self.variants = 0  # of this shard, every study
+        self.done = 0
+        self.skipped = 0
+        self.cost_total = self.cost_done = 0.0
+        self.t0 = time.perf_counter()
+        self.verdicts: dict[str, StudyVerdict] = {}
+        self.diverged: dict[str, int] = {}
+
+    def add_study(self, study: Study, root: Path) -> None:
+        self.studies[study.name] = (study, Path(root))
+        self.diverged.setdefault(study.name, 0)
+
+    def add_variant(self, cost: Optional[float]) -> None:
+        """One variant of this shard; cost None: it had already ended."""
+        self.variants += 1
+        if cost is None:
+            self.done += 1
+            self.skipped += 1
+        else:
+            self.cost_total += cost
+
+    def start(self, jobs: int) -> None:
+        runs = sum(len(s.seeds) * len(s.variants) for s, _ in self.studies.values())
+        todo = self.variants - self.skipped
+        where = ", ".join(str(root) for _, root in self.studies.values())
+        if len(self.studies) > 1:
+            where = str(Path(os.path.commonpath([str(r) for _, r in self.studies.values()])))
+        self.print(f"{len(self.studies)} {'study' if len(self.studies) == 1 else 'studies'}, "
+                   f"{self.variants} variants ({runs} runs) into {where}: {todo} to train"
+                   f"{f', {self.skipped} already ended' if self.skipped else ''}"
+                   f"{f', {jobs} at a time' if jobs > 1 and todo else ''}.")
+        if todo:
+            self.print(f"Each variant's full log: <study>/<variant>/{LOG_FILE} "
+                       f"(--verbosity=0 shows it here too).")
+        if self.want_bar and todo:
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.variants, initial=self.done, unit="variant",
+                            bar_format="{n}/{total} variants |{bar}| {elapsed}{postfix}",
+                            leave=False, file=sys.stderr)
+        self.t0 = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def left(self) -> Optional[float]:
+        """Seconds left, from the time per unit of cost (`jobs.cost`) of the variants done."""
+        if self.cost_done <= 0:
+            return None
+        return self.elapsed() * max(self.cost_total - self.cost_done, 0.0) / self.cost_done
+
+    def variant_done(self, study: str, variant: str, cost: float,
+                     statuses: Sequence[dict]) -> None:
+        self.done += 1
+        self.cost_done += cost
+        self.diverged[study] = self.diverged.get(study, 0) + sum(
+            (s or {}).get("state") == "diverged" for s in statuses)
+        left = self.left()
+        width = len(str(self.variants))
+        label = f"{study}/{variant}"
+        self.print(f"[{self.done:>{width}}/{self.variants}] {label:<34} "
+                   f"{describe_seeds(statuses, headline_metric(self.studies[study][0]))}  "
+                   f"| {duration(self.elapsed())}"
+                   + (f", ~{duration(left)} left" if left is not None and self.done < self.variants
+                      else ""))
+        if self.bar is not None:
+            self.bar.update(1)
+            self.tick()
+
+    def study_reported(self, name: str) -> None:
+        study, root = self.studies[name]
+        verdict = read_verdict(root / "verdict.md")
+        self.verdicts[name] = verdict
+        self.print(f"  {name}: {verdict.overall or 'verdict written'}")
+        for word, text in verdict.expectations:
+            self.print(f"    {word.split(':')[0]:<14} {text}")
+        self.print(f"    -> {root / 'verdict.md'}")
+
+    def tick(self) -> None:
+        if self.bar is not None:
+            left = self.left()
+            self.bar.set_postfix_str(f"~{duration(left)} left" if left is not None else "",
+                                     refresh=False)
+            self.bar.refresh()
+
+    def print(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.clear()
+        print(line, file=self.out, flush=True)
+        if self.bar is not None:
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def summary(self) -> list[str]:
+        """One row per study: variants, diverged runs, expectations by verdict, the verdict."""
+        header = ["study", "variants", "diverged runs", *VERDICT_WORDS, "verdict"]
+        rows = []
+        for name, (study, _) in self.studies.items():
+            verdict = self.verdicts.get(name)
+            counts = [str(verdict.count(w)) if verdict else "-" for w in VERDICT_WORDS]
+            overall = (_short_verdict(verdict.overall) if verdict else "not reported (runs left)")
+            rows.append([name, str(len(study.variants)), str(self.diverged.get(name, 0)),
+                         *counts, overall])
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+        return [fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)]
+
+    def finish(self, logdir: str, report: Optional[Path]) -> None:
+        """The summary table, where the report is, and how to look at the curves."""
+        self.close()
+        studies = [s for s, _ in self.studies.values()]
+        self.print("")
+        self.print(f"Done in {duration(self.elapsed())}: {self.done} of {self.variants} variants.")
+        for line in self.summary():
+            self.print(line)
+        self.print("")
+        if report is not None:
+            self.print(f"Report:       {report}")
+        multi = len(studies) > 1 or (len(studies) == 1 and
+                                      Path(logdir).resolve() != self.studies[studies[0].name][1].resolve())
+        for line in tensorboard_lines(logdir, studies, multi):
+            self.print(line)
+
+
+def _short_verdict(overall: str) -> str:
+    """'Verdict: the claim partly holds on this run (...)' -> 'partly holds'."""
+    text = overall.split("(")[0]
+    for phrase in ("partly holds", "does not hold", "is inconclusive", "holds"):
+        if phrase in text:
+            return phrase.removeprefix("is ")
+    return text.strip() or "-"
