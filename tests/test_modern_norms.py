@@ -238,7 +238,8 @@ def test_config_parses_norm_type_and_qk_norm():
 
 
 @pytest.mark.parametrize("model, fragments, absent", [
-    (dict(norm_type="bogus"), ["model.norm_type='bogus'", "layernorm, rmsnorm, dyt"], []),
+    (dict(norm_type="bogus"), ["model.norm_type='bogus'", "layernorm, rmsnorm, dyt, batchnorm"],
+     []),
     (dict(norm="dyt"), ["model.norm='dyt'", "post, pre, none", "model.norm_type=dyt"], []),
     (dict(norm="rmsnorm"), ["model.norm='rmsnorm'", "model.norm_type=rmsnorm"], []),
     (dict(norm="middle"), ["model.norm='middle'", "post, pre, none"], ["norm_type"]),
@@ -263,9 +264,11 @@ def test_a_plain_string_norm_type_is_refused():
 
 CLI_CASES = {
     "norm_type": ({"model.norm_type": "bogus"}, ["model.norm_type='bogus'",
-                                                 "layernorm, rmsnorm, dyt"]),
+                                                 "layernorm, rmsnorm, dyt, batchnorm"]),
     "norm_is_a_type": ({"model.norm": "dyt"}, ["model.norm='dyt'", "post, pre, none",
                                                "model.norm_type=dyt"]),
+    "batchnorm_microbatches": ({"model.norm_type": "batchnorm", "train.microbatches": 2},
+                               ["train.microbatches=2", "model.norm_type='batchnorm'"]),
 }
 
 
