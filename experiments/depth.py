@@ -47,6 +47,22 @@ def variant(architecture: str, depth: int) -> str:
     return f"{architecture}_L{depth}"
 
 
+def deeper_is_worse(why: str, architecture: str, margin: float, depths) -> Expectation:
+    """The shallowest `architecture` beats its deepest by at least `margin` accuracy."""
+    shallow, deep = depths[0], depths[-1]
+    return Expectation(f"{why}: {shallow} layers beat {deep} by at least {margin} accuracy",
+                       "eval/accuracy", variant(architecture, shallow), Comparison.BETTER, margin,
+                       b=variant(architecture, deep), worst=FAILED)
+
+
+def pre_res_wins(what: str, other: str, architecture: str, deep: int) -> Expectation:
+    """At the deepest depth, Pre-LN + residual beats `architecture` by at least 0.2 accuracy."""
+    return Expectation(f"at {deep} layers {what} is what trains: Pre-LN with residuals beats "
+                       f"{other} by at least 0.2 accuracy", "eval/accuracy",
+                       variant("pre_res", deep), Comparison.BETTER, 0.2,
+                       b=variant(architecture, deep), worst=FAILED)
+
+
 def get_study(size: str) -> Study:
     s = SIZES[size]
     base = load_config(REPO / "configs/synthetic.py", "task=sort" + (",tiny" if size == "tiny" else ""))
@@ -76,26 +92,13 @@ def get_study(size: str) -> Study:
                         f"than {shallow} by more than 0.05 accuracy", acc,
                         variant("pre_res", deep), Comparison.BETTER, -0.05,
                         b=variant("pre_res", shallow), worst=FAILED),
-            Expectation(f"without residuals the stack collapses with depth: {shallow} layers "
-                        f"beat {deep} by at least 0.2 accuracy", acc,
-                        variant("pre_no_res", shallow), Comparison.BETTER, 0.2,
-                        b=variant("pre_no_res", deep), worst=FAILED),
-            Expectation(f"at {deep} layers the residual is what trains: Pre-LN with residuals "
-                        f"beats Pre-LN without by at least 0.2 accuracy", acc,
-                        variant("pre_res", deep), Comparison.BETTER, 0.2,
-                        b=variant("pre_no_res", deep), worst=FAILED),
-            Expectation(f"Post-LN without warm-up degrades with depth: {shallow} layers beat "
-                        f"{deep} by at least 0.1 accuracy", acc,
-                        variant("post_res", shallow), Comparison.BETTER, 0.1,
-                        b=variant("post_res", deep), worst=FAILED),
-            Expectation(f"without any norm the residual stack degrades with depth: {shallow} "
-                        f"layers beat {deep} by at least 0.1 accuracy", acc,
-                        variant("res_no_norm", shallow), Comparison.BETTER, 0.1,
-                        b=variant("res_no_norm", deep), worst=FAILED),
-            Expectation(f"at {deep} layers the norm is what trains: Pre-LN with residuals beats "
-                        f"residuals without a norm by at least 0.2 accuracy", acc,
-                        variant("pre_res", deep), Comparison.BETTER, 0.2,
-                        b=variant("res_no_norm", deep), worst=FAILED),
+            deeper_is_worse("without residuals the stack collapses with depth", "pre_no_res",
+                            0.2, depths),
+            pre_res_wins("the residual", "Pre-LN without", "pre_no_res", deep),
+            deeper_is_worse("Post-LN without warm-up degrades with depth", "post_res", 0.1, depths),
+            deeper_is_worse("without any norm the residual stack degrades with depth",
+                            "res_no_norm", 0.1, depths),
+            pre_res_wins("the norm", "residuals without a norm", "res_no_norm", deep),
         ),
         probes=functools.partial(depth_eval.write_probes, depth=deep),
         suite="depth",
