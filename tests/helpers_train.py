@@ -189,7 +189,7 @@ def sweep_command(tmp_path: Path, data_dir: str, jobs: int,
                                                   b_changes=b_changes or {}))
     root = Path(tmp_path) / "study"
     return [sys.executable, "-m", "transformer_jax.sweep", f"--experiment={experiment}",
-            f"--workdir={root}", f"--jobs={jobs}"], root
+            f"--workdir={root}", f"--jobs={jobs}", "--verbosity=0"], root  # (its INFO lines too)
 
 
 def sweep_workers(process) -> list:
