@@ -6,7 +6,9 @@ Several hosts (one process each, all running this same command): pass --coordina
 Open MPI, Cloud TPU, GKE). The batch is split over every process's devices
 (train.num_devices=0); process 0 writes the logs and status, all take part in checkpoints.
 Exit codes: 0 finished (or preempted by SIGTERM after saving a checkpoint: rerun to resume),
-2 bad input (one line on stderr, nothing written into an existing run), 3 diverged (NaN/inf).
+2 bad input (one line on stderr, nothing written into an existing run), 3 diverged (NaN/inf),
+4 another process of a multi-host run was lost (rerun on every host to resume).
+`--extend_to=N` trains a finished or stopped run on to N steps.
 The terminal shows a progress bar (when it is one), warnings and the result; every logged step
 goes to DIR/train.log (`--verbosity=0` shows those lines on the terminal too).
 """
@@ -33,6 +35,14 @@ _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Multi-host: number
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-host: this process, 0..n-1.")
 _AUTO = flags.DEFINE_bool("distributed_auto", False,
                           "Multi-host: join the cluster JAX detects (SLURM, Open MPI, Cloud TPU, GKE).")
+_HEARTBEAT = flags.DEFINE_integer(
+    "heartbeat_timeout", parallel.HEARTBEAT_TIMEOUT_S,
+    "Multi-host: seconds without a heartbeat after which a process counts as dead and the "
+    "others exit (status 4).")
+_EXTEND_TO = flags.DEFINE_integer(
+    "extend_to", None, "Continue this workdir's finished or stopped run up to N steps "
+    "(train.num_steps becomes N; the LR schedule is recomputed for N; recorded in "
+    "config_history.json). Every other config change is still refused.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -44,14 +54,16 @@ def main(argv):
     workdir = Path(_WORKDIR.value)
     with cli.user_errors_exit():
         parallel.maybe_initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value,
-                                              _PROCESS_ID.value, auto_detect=_AUTO.value)
+                                              _PROCESS_ID.value, auto_detect=_AUTO.value,
+                                              heartbeat_timeout_s=_HEARTBEAT.value)
         import jax
         log = workdir / (cli.LOG_FILE if jax.process_index() == 0
                          else f"train.{jax.process_index()}.log")
         # the log file only once this process has started training (its status.json says
         # 'running'): bad input leaves no file behind and adds nothing to an existing run's
         with cli.log_to_file(log, ready=functools.partial(_started_after, workdir, time.time())):
-            status = train.train_and_evaluate(_CONFIG.value, str(workdir))
+            status = train.train_and_evaluate(_CONFIG.value, str(workdir),
+                                              extend_to=_EXTEND_TO.value)
     print(f"{describe(status)}\nfull log:    {log}\n"
           f"TensorBoard: {terminal.tensorboard_executable()} --logdir {workdir}")
     sys.exit(cli.exit_code(status))

@@ -21,15 +21,23 @@ XLA's collective rendezvous; waiting for each step (reading the loss) avoids it.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import contextlib
+import os
+import signal
+import sys
+import threading
+from typing import Any, Callable, Iterator, NoReturn, Optional
 
 import jax
 import numpy as np
+from absl import logging
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from transformer_jax.config import ConfigError
 
 DATA_AXIS = "data"
+HEARTBEAT_TIMEOUT_S = 30  # a process silent this long is dead (JAX's default: 100 s)
+EXIT_LOST_PEER = 4  # main's exit status when another process of the run was lost
 
 
 def make_mesh(num_devices: Optional[int] = None) -> Mesh:
@@ -112,7 +120,8 @@ def replicate(tree: Any, mesh: Mesh) -> Any:
 def maybe_initialize_distributed(coordinator: Optional[str] = None,
                                  num_processes: Optional[int] = None,
                                  process_id: Optional[int] = None, *,
-                                 auto_detect: bool = False) -> bool:
+                                 auto_detect: bool = False,
+                                 heartbeat_timeout_s: int = HEARTBEAT_TIMEOUT_S) -> bool:
     """Joins a multi-host (multi-process) run when one is configured; returns whether it did.
 
     Call it first, before anything touches JAX's devices. Either pass all three of
@@ -120,7 +129,8 @@ def maybe_initialize_distributed(coordinator: Optional[str] = None,
     then it initializes only when `auto_detect` is set (JAX reads SLURM, Open MPI, Cloud TPU and
     GKE environments, and $JAX_COORDINATOR_ADDRESS) — otherwise this is a single-process run
     and nothing happens. After it, `jax.devices()` lists every process's devices and
-    `make_mesh()` spans them all.
+    `make_mesh()` spans them all. A process whose heartbeat stops for `heartbeat_timeout_s` is
+    declared dead by the coordination service, which then ends every other process.
     """
     given = [coordinator, num_processes, process_id]
     # CPU processes need a collectives library for cross-process all-reduce (GPUs use NCCL,
@@ -130,7 +140,7 @@ def maybe_initialize_distributed(coordinator: Optional[str] = None,
         if not auto_detect:
             return False
         enable_cpu_collectives()
-        jax.distributed.initialize()
+        jax.distributed.initialize(heartbeat_timeout_seconds=heartbeat_timeout_s)
         return True
     if coordinator is None or num_processes is None or process_id is None:
         raise ConfigError("multi-host needs all of coordinator ('host:port'), num_processes and "
@@ -142,5 +152,63 @@ def maybe_initialize_distributed(coordinator: Optional[str] = None,
         return False
     enable_cpu_collectives()
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
-                               process_id=process_id)
+                               process_id=process_id, heartbeat_timeout_seconds=heartbeat_timeout_s)
     return True
+
+
+# --- What a cluster does to a multi-process run: preemption of one host, a dead peer ---------------
+
+
+@contextlib.contextmanager
+def stop_requests() -> Iterator[Callable[[int], bool]]:
+    """While active: `should_stop(call_index)`, asked once per compiled call by every process
+    with the same consecutive indices, is True on the same call everywhere once any process got
+    SIGTERM.
+
+    Several processes: JAX's coordination-service preemption sync (its notifier catches SIGTERM
+    itself, tells the service, and the service picks the first call index every process can
+    still stop at); ~15 µs per call on CPU. One process: a SIGTERM flag. Our own Python handler
+    would replace the notifier's, so it is installed only without the service.
+    """
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        yield multihost_utils.reached_preemption_sync_point
+        return
+    requested = [False]
+    previous = signal.signal(signal.SIGTERM, lambda *_: requested.__setitem__(0, True))
+    try:
+        yield lambda call_index: requested[0]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def lost_peers(timeout_s: float) -> Optional[list[int]]:
+    """The processes the coordination service no longer hears from (it answers once a dead
+    one's heartbeat timed out), or None if it gave no answer within `timeout_s`."""
+    from jax._src import distributed
+
+    answer: list = []
+    everyone = list(range(jax.process_count()))
+    asking = threading.Thread(
+        target=lambda: answer.append(distributed.global_state.client.get_live_nodes(everyone)),
+        daemon=True)
+    asking.start()
+    asking.join(timeout_s)
+    return sorted(set(everyone) - set(answer[0])) if answer else None
+
+
+def exit_lost_peer(error: BaseException, step: int) -> NoReturn:
+    """A collective failed in a multi-process run: one line naming the lost process, then exit
+    EXIT_LOST_PEER at once (a normal exit would wait in JAX's shutdown barrier for the dead)."""
+    me, count = jax.process_index(), jax.process_count()
+    others = [p for p in range(count) if p != me]
+    lost = others if count == 2 else lost_peers(HEARTBEAT_TIMEOUT_S + 5) or others
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+    line = (f"process {me}: lost process {', '.join(map(str, lost))} of {count} after step "
+            f"{step} ({reason}); rerun the same command on every host to resume from the last "
+            "complete checkpoint")
+    logging.error(line)
+    print(line, file=sys.stderr, flush=True)
+    logging.flush()
+    os._exit(EXIT_LOST_PEER)

@@ -8,9 +8,10 @@ checkpoint on SIGTERM.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import enum
-import signal
+import json
 import sys
 import time
 from pathlib import Path
@@ -58,9 +59,11 @@ def check_config(config: ml_collections.ConfigDict) -> tuple[TrainConfig, ModelC
     return train, model
 
 
-def has_ended(status: Optional[dict]) -> bool:
-    """A run is over when it finished or diverged (a preempted or running one is not)."""
-    return bool(status) and status["state"] in (FINISHED, DIVERGED)
+def has_ended(status: Optional[dict], num_steps: Optional[int] = None) -> bool:
+    """A run is over when it finished or diverged (a preempted or running one is not); given
+    `num_steps`, a run finished short of it (then extended: `--extend_to`) is not over."""
+    return bool(status) and (status["state"] == DIVERGED or status["state"] == FINISHED and (
+        num_steps is None or status["step"] >= num_steps))
 
 
 def build_run(config: ml_collections.ConfigDict) -> Run:
@@ -78,17 +81,6 @@ def build_run(config: ml_collections.ConfigDict) -> Run:
                           f"exceed model.max_len={model.max_len}; raise model.max_len")
     bits_name = "bits_per_char" if config.data.kind == "text" else "bits_per_token"
     return Run(seed=config.seed, model=model, train=train, dataset=dataset, bits_name=bits_name)
-
-
-@contextlib.contextmanager
-def sigterm_requests_stop() -> Iterator[list[bool]]:
-    """While active, SIGTERM sets a flag (checked between steps) instead of killing the process."""
-    requested = [False]
-    previous = signal.signal(signal.SIGTERM, lambda *_: requested.__setitem__(0, True))
-    try:
-        yield requested
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 class Stream(enum.IntEnum):
@@ -112,9 +104,16 @@ def init_model(cfg: ModelConfig, seed: int) -> tuple[nnx.GraphDef, dict]:
     return graphdef, jax.jit(make)(seed_stream(seed, Stream.PARAMS))
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-    """Trains (or resumes, or reports an already ended run); returns the run's final status."""
-    return train_replicas([config], [workdir])[0]
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
+                       extend_to: Optional[int] = None) -> dict[str, Any]:
+    """Trains (or resumes, or reports an already ended run); returns the run's final status.
+    `extend_to`: continue the workdir's run up to this many steps (train.num_steps becomes it;
+    workdir.prepare records the change and refuses any other)."""
+    if extend_to is None:
+        return train_replicas([config], [workdir])[0]
+    config = copy.deepcopy(config)
+    config.train.num_steps = extend_to
+    return train_replicas([config], [workdir], extend=True)[0]
 
 
 @dataclasses.dataclass
@@ -133,7 +132,7 @@ class Replica:
 
 
 def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Sequence[str], *,
-                   progress_bar: bool = True) -> list[dict[str, Any]]:
+                   progress_bar: bool = True, extend: bool = False) -> list[dict[str, Any]]:
     """Trains runs whose configs differ only in `seed` side by side, in one compiled program.
 
     Each run keeps its own workdir, checkpoints, curves and status, exactly as if trained alone;
@@ -146,9 +145,9 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     runs = [build_run(c) for c in configs]
     _check_differ_only_in_seed(configs)
     mesh = parallel.data_mesh(runs[0].train.num_devices, runs[0].train.batch_size)  # None: 1 device
-    paths = _prepare_workdirs(configs, workdirs)
+    paths = _prepare_workdirs(configs, workdirs, extend)
     statuses = [workdir_lib.read_status(p) for p in paths]
-    todo = [i for i, s in enumerate(statuses) if not has_ended(s)]
+    todo = [i for i, s in enumerate(statuses) if not has_ended(s, runs[i].train.num_steps)]
     for i in sorted(set(range(len(configs))) - set(todo)):
         logging.info("run in %s already %s at step %d; nothing to do", workdirs[i],
                      statuses[i]["state"], statuses[i]["step"])
@@ -184,6 +183,10 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
                     if jax.process_index() == 0 else NullWriter())  # one writer per run
         if start == 0:
             r.writer.hparams(_hparams(r.config, r.run), metrics=["eval/loss", "eval/accuracy"])
+        for change in workdir_lib.config_history(r.path):  # where an --extend_to took effect
+            if change["step"] == start:
+                r.writer.text(start, "config_change", json.dumps(change["change"]) + "; LR "
+                              "schedule " + change["schedule"])
         _write_status(r.path, "running", start)
     logging.info("%s | %s | %d parameters | seeds %s", runs[todo[0]].dataset.describe(),
                  _describe(model_cfg), sum(p.size for p in jax.tree.leaves(states[0]["params"])),
@@ -210,8 +213,9 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
                                                  microbatches=train_cfg.microbatches)
     boundaries = (train_cfg.log_every, train_cfg.eval_every, train_cfg.checkpoint_every)
 
-    with sigterm_requests_stop() as stop_requested:
-        done, live = start, list(range(len(replicas)))
+    # SIGTERM to any process stops every process after the same call (parallel.stop_requests)
+    with parallel.stop_requests() as should_stop, _lost_peer_exits(lambda: done):
+        done, live, calls = start, list(range(len(replicas))), 0
         while done < total:
             # k steps in one compiled call (train.steps_per_call), ending on every log, eval and
             # checkpoint step; the metrics of each come back together.
@@ -245,16 +249,19 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
                         r.writer.scalars(done, r.last_finite)
             if not live:
                 break
+            stopping = should_stop(calls)  # every process: the same answer for the same call
+            calls += 1
             if done % train_cfg.eval_every == 0 or done == total:  # the last: every eval batch
                 evaluate(replicas, live, fmt, eval_step, probe, state["params"], done, mesh,
                          max_batches=0 if done == total else train_cfg.eval_batches)
-            if done % train_cfg.checkpoint_every == 0 or done == total or stop_requested[0]:
+            if done % train_cfg.checkpoint_every == 0 or done == total or stopping:
                 for j in live:
                     replicas[j].checkpoints.save(done, jax.tree.map(lambda x: x[j], state),
                                                  {"step": done})
-            if stop_requested[0] and done < total:
-                logging.warning("SIGTERM: saved a checkpoint at step %d; rerun the same command "
-                                "to resume", done)
+            if stopping and done < total:
+                logging.warning("SIGTERM%s: saved a checkpoint at step %d; rerun the same command "
+                                "to resume", " (to one process: all stop here)"
+                                if jax.process_count() > 1 else "", done)
                 for j in live:
                     replicas[j].writer.close()
                     replicas[j].status = _write_status(replicas[j].path, PREEMPTED, done)
@@ -275,11 +282,25 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
             for i in range(len(configs))]
 
 
-def _prepare_workdirs(configs, workdirs) -> list[Path]:
+@contextlib.contextmanager
+def _lost_peer_exits(step) -> Iterator[None]:
+    """With several processes, a failed collective means a lost process: one line naming it and
+    exit parallel.EXIT_LOST_PEER (parallel.exit_lost_peer) rather than a traceback, or a hang
+    in JAX's shutdown barrier. `step()`: the last step done."""
+    try:
+        yield
+    except (jax.errors.JaxRuntimeError, ValueError) as e:  # gloo's failures come as ValueError
+        if jax.process_count() == 1:
+            raise
+        parallel.exit_lost_peer(e, step())
+
+
+def _prepare_workdirs(configs, workdirs, extend: bool = False) -> list[Path]:
     """workdir.prepare for each run. With several processes (one run), process 0 creates them
     first, the others then check theirs against its config.json (on a shared filesystem they
     would otherwise see each other's half-written files)."""
-    prepare = lambda: [workdir_lib.prepare(w, c.to_dict()) for c, w in zip(configs, workdirs)]
+    prepare = lambda: [workdir_lib.prepare(w, c.to_dict(), extend=extend)
+                       for c, w in zip(configs, workdirs)]
     if jax.process_count() == 1:
         return prepare()
     from jax.experimental import multihost_utils

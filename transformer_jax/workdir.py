@@ -2,6 +2,7 @@
 
     workdir/config.json       the config that made the run (written once, checked on restart)
     workdir/status.json       running | finished | diverged | preempted, step, metrics
+    workdir/config_history.json  each `--extend_to` (train.num_steps raised), with its step
     workdir/versions.json     the package, Python and JAX stack that ran it (a list: one per resume
                               under another stack, which warns but is not refused)
     workdir/checkpoints/      Orbax checkpoints
@@ -23,6 +24,8 @@ from absl import logging
 from transformer_jax._version import __version__
 
 CONFIG_FILE, STATUS_FILE, VERSIONS_FILE = "config.json", "status.json", "versions.json"
+HISTORY_FILE = "config_history.json"  # the run's allowed config changes: [{step, change, ...}]
+EXTENDABLE = "train.num_steps"  # the one identity field `--extend_to` may change
 # The distributions that compute a curve or store its checkpoints, recorded beside each run.
 STACK = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint")
 # Fields that change bookkeeping but not a single number of the curves: a restart may change them.
@@ -57,21 +60,34 @@ def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[s
             if a.get(k) != b.get(k)]
 
 
-def write_json_atomic(path: Path, payload: Mapping[str, Any]) -> None:
-    """Write to a temp file in the same directory, then rename: readers never see half a file."""
+def write_json_atomic(path: Path, payload: Mapping[str, Any], *, exclusive: bool = False) -> bool:
+    """Write to a temp file in the same directory, then rename: readers never see half a file.
+    `exclusive`: only if `path` does not exist yet (a hard link, which fails if it does);
+    returns whether the file was written."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as f:
         json.dump(payload, f, indent=2, sort_keys=True, default=float)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
+    if not exclusive:
+        os.replace(tmp, path)
+        return True
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
 
 
-def prepare(workdir: str, config: Mapping[str, Any]) -> Path:
+def prepare(workdir: str, config: Mapping[str, Any], *, extend: bool = False) -> Path:
     """Creates or re-opens `workdir` for this config; raises WorkdirError if it cannot.
 
     A workdir that holds a run with another config is refused (curves must never mix); one that
     holds files but no run of ours is refused too (e.g. the parent `runs/` by mistake).
+    `extend`: the run's train.num_steps may be raised to the config's (and nothing else changed):
+    see `_extend`.
     """
     path = Path(workdir)
     if path.exists() and not path.is_dir():
@@ -83,22 +99,63 @@ def prepare(workdir: str, config: Mapping[str, Any]) -> Path:
     except OSError as e:
         raise WorkdirError(f"--workdir={workdir!r} is not writable ({e.strerror or e})") from None
     saved = path / CONFIG_FILE
-    resumed = saved.exists()
-    if resumed:
-        differences = config_differences(json.loads(saved.read_text()), config)
-        if differences:
-            shown = "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
-            raise WorkdirError(
-                f"--workdir={workdir!r} holds a run with a different config ({shown}); rerun "
-                f"with its config (saved in {saved}) to resume it, or choose a new --workdir")
-    else:
-        if any(p for p in path.iterdir() if not p.name.startswith(".write-test.")):
+    if not saved.exists():
+        if extend:
+            raise WorkdirError(f"--extend_to continues an existing run, and --workdir={workdir!r} "
+                               f"holds none (no {CONFIG_FILE}); drop --extend_to to start one")
+        # (files that appeared since may be another process's that is starting this run at the
+        # same moment, e.g. two sweep shards on one study: then compare with its config below)
+        temporary = (".write-test.", f".{CONFIG_FILE}.")
+        if any(not p.name.startswith(temporary) for p in path.iterdir()) and not saved.exists():
             raise WorkdirError(f"--workdir={workdir!r} is not empty and holds no run "
                                f"(no {CONFIG_FILE}); choose a new or empty directory")
-        write_json_atomic(saved, config)
-        resumed = False
-    record_versions(path, stack_versions(), resumed=resumed)
+        if write_json_atomic(saved, config, exclusive=True):
+            record_versions(path, stack_versions(), resumed=False)
+            return path
+    differences = config_differences(json.loads(saved.read_text()), config)
+    if extend and [d.split(":")[0] for d in differences] == [EXTENDABLE]:
+        differences = _extend(path, json.loads(saved.read_text()), config)
+    if differences:
+        shown = "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
+        raise WorkdirError(
+            f"--workdir={workdir!r} holds a run with a different config ({shown}); rerun "
+            f"with its config (saved in {saved}) to resume it, or choose a new --workdir")
+    record_versions(path, stack_versions(), resumed=True)
     return path
+
+
+def _extend(path: Path, saved: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """Raises the run's train.num_steps to the config's: config.json takes the new value and
+    config_history.json records the step the run resumes from (its newest checkpoint) and the
+    change. The optimizer's schedules are functions of train.num_steps, so from that step on
+    the cosine decay is the one of the new total (the LR jumps up there). Returns [] (nothing
+    else to refuse)."""
+    old, new = flatten(saved)[EXTENDABLE], flatten(config)[EXTENDABLE]
+    status = read_status(path) or {}
+    if status.get("state") == "diverged":
+        raise WorkdirError(f"--extend_to={new}: the run in {path} diverged at step "
+                           f"{status.get('step')}; start a new --workdir instead")
+    if new <= old:
+        raise WorkdirError(f"--extend_to={new} must exceed the run's {EXTENDABLE}={old}")
+    checkpoints = path / "checkpoints"
+    step = max((int(p.name) for p in checkpoints.iterdir() if p.name.isdigit()), default=0) \
+        if checkpoints.is_dir() else 0
+    history_file = path / HISTORY_FILE
+    history = config_history(path)
+    history.append({"step": step, "time": time.time(), "change": {EXTENDABLE: [old, new]},
+                    "schedule": f"recomputed for {new} steps: from step {step} on the learning "
+                                f"rate follows the longer schedule"})
+    write_json_atomic(history_file, {"changes": history})
+    write_json_atomic(path / CONFIG_FILE, config)
+    logging.warning("%s: %s %d -> %d from step %d (the LR schedule is recomputed for the new "
+                    "total); recorded in %s", path, EXTENDABLE, old, new, step, history_file)
+    return []
+
+
+def config_history(workdir: str | Path) -> list[dict[str, Any]]:
+    """The run's recorded config changes (config_history.json), oldest first; [] if none."""
+    file = Path(workdir) / HISTORY_FILE
+    return json.loads(file.read_text())["changes"] if file.exists() else []
 
 
 def stack_versions() -> dict[str, str | None]:
