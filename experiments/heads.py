@@ -95,10 +95,15 @@ def with_heads(config: ml_collections.ConfigDict, heads: int) -> ml_collections.
     return config
 
 
+def abstract_model(config) -> Transformer:
+    """The config's model as shapes only (nothing allocated, nothing compiled)."""
+    cfg = train.check_config(config)[1]
+    return nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(params=0)))
+
+
 def model_cost(config) -> tuple[int, float]:
     """(parameters, forward FLOPs of one train batch by XLA's cost analysis) of a config."""
-    cfg = train.check_config(config)[1]
-    model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(params=0)))
+    model = abstract_model(config)
     graphdef, params = nnx.split(model)
     tokens = jax.ShapeDtypeStruct((config.train.batch_size, config.data.seq_len), np.int32)
     forward = jax.jit(lambda p, x: nnx.merge(graphdef, p)(x)[0])
