@@ -86,6 +86,7 @@ def get_study(size: str) -> Study:
                         0.05, b=name(1)),
         ),
         analyses=(cost_by_heads, head_roles.make_analysis(checks)),
+        suite="depth",  # with depth.py and batchnorm.py: the main job keeps its 10 minutes
     )
 
 
