@@ -11,7 +11,7 @@ import pytest
 import torch
 from flax import nnx
 
-from conftest import (assert_close, copy_mha_to_torch, kernel_and_bias, max_abs_diff,
+from conftest import (PARITY_ATOL, assert_close, copy_mha_to_torch, kernel_and_bias, max_abs_diff,
                       randomize_biases_and_scales, tiny_config)
 from transformer_jax import (Arch, AttentionImpl, Block, DType, Head, ModelConfig,
                              MultiHeadAttention, Norm, Position, Transformer, attention_mask,
@@ -229,8 +229,8 @@ def test_fused_attention_model_matches_explicit(arch, attn_scale, padded):
         loss = lambda p: jnp.sum(nnx.merge(graphdef, p)(tokens, padding)[0] ** 2)
         return jax.tree.leaves(jax.jit(jax.grad(loss))(params))
 
-    for ours, reference in zip(gradient(fused), gradient(explicit)):
-        assert_close(ours, reference)
+    for ours, reference in zip(gradient(fused), gradient(explicit)):  # float32: relative to size
+        assert_close(ours, reference, atol=PARITY_ATOL * max(1.0, float(jnp.max(jnp.abs(reference)))))
 
 
 def test_dropout_acts_only_with_a_key():
