@@ -153,8 +153,10 @@ def test_resume_equals_uninterrupted(tmp_path, tj_data_dir, monkeypatch, straigh
     with monkeypatch.context() as m:
         m.setattr(train, "Checkpointer", _StopAfterStep10(train.Checkpointer))
         first = train.train_and_evaluate(config, str(tmp_path / "resumed"))
-    assert first["state"] == "preempted" and first["step"] == 10, first
-    assert checkpoint_steps(tmp_path / "resumed") == [10]
+    # The stop is asked once per compiled call, before that call's checkpoint: a SIGTERM during
+    # step 10's save stops the run after the next call (step 11), with its own checkpoint.
+    assert first["state"] == "preempted" and first["step"] == 11, first
+    assert checkpoint_steps(tmp_path / "resumed") == [10, 11]
     second = train.train_and_evaluate(config, str(tmp_path / "resumed"))
     assert second["state"] == "finished" and second["step"] == STEPS
 

@@ -104,9 +104,10 @@ class TorchGPT(nn.Module):
 
 
 def warmup_cosine(step: int, peak: float, warmup: int, total: int, end: float) -> float:
-    """optax.warmup_cosine_decay_schedule(0, peak, warmup, total, end) at `step`."""
+    """optax.warmup_cosine_decay_schedule(peak / (warmup + 1), peak, warmup, total, end) at
+    `step`: steps.make_optimizer's schedule (warm-up from peak / (warmup + 1), as nanoGPT)."""
     if step < warmup:
-        return peak * step / max(warmup, 1)
+        return peak * (step + 1) / (warmup + 1)
     frac = min(step - warmup, total - warmup) / max(total - warmup, 1)
     return end + (peak - end) * 0.5 * (1.0 + math.cos(math.pi * frac))
 
