@@ -5,7 +5,10 @@ Run:  python -m transformer_jax.sweep --experiment=experiments/lm_heads.py --wor
 (or the whole real-text suite: scripts/run.sh --suite=lm). Causal character LMs on tiny
 Shakespeare, built by lm_positions.lm_base at the lm suite's size (same width, depth, context,
 schedule as lm_positions), with h = 1, 2, 4, 8 heads of d_k = d_model / h: the same parameters,
-the same matmuls; metric validation bits per character (lower is better).
+the same matmuls; metric validation bits per character (lower is better). h=4 is
+lm_positions.py's sinusoidal model, h=1 and h=8 are lm_scaling.py's scaled d_k=128 and d_k=16
+models: the same configs, so the suite trains each once and links the runs
+(`sweep.link_identical_runs`).
 
 Thresholds, chosen before the first run: Vaswani et al. measured h=1 0.9 BLEU (3.5 %) below
 h=8 at the same compute. "h=4 beats h=1 by ≥ 0.02 bits/char": about 1 % of a char LM's

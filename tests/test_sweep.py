@@ -2,7 +2,9 @@
 on constructed results, and the experiment files themselves."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import io
 import math
 from pathlib import Path
 
@@ -64,6 +66,39 @@ def test_half_finished_sweep_completes_only_what_is_missing(tmp_path):
     assert _hashes(root / "scaled") == first
     assert workdir_lib.read_status(root / "unscaled" / "seed_0")["state"] == "finished"
     assert (root / "verdict.md").exists()
+
+
+def test_identical_runs_of_two_studies_are_trained_once_and_both_reported(tmp_path):
+    first = tiny_study(tmp_path / "data")
+    # a second study: one variant the same as first's 'scaled', one of its own (more steps)
+    second = dataclasses.replace(first, name="tiny_too", variants={
+        "same_as_scaled": {"model.attn_scale": True},
+        "longer": {"model.attn_scale": True, "train.num_steps": 9}},
+        expectations=(Expectation("longer is not worse", "eval/loss", "longer", Comparison.BETTER,
+                                  -10.0, b="same_as_scaled", higher_is_better=False),))
+    roots = [tmp_path / "w" / s.name for s in (first, second)]
+    out = io.StringIO()
+    progress = sweep.terminal.JobProgress(out=out, bar=False)
+    done = sweep.run_studies([(first, str(roots[0]), None), (second, str(roots[1]), None)],
+                             (0, 1), progress=progress)
+    assert done == {"tiny": True, "tiny_too": True}
+    link = roots[1] / "same_as_scaled" / "seed_0"
+    assert link.is_symlink() and link.resolve() == (roots[0] / "scaled" / "seed_0").resolve()
+    assert not (roots[1] / "same_as_scaled" / "train.log").exists()  # nothing trained there
+    assert workdir_lib.read_status(link)["state"] == "finished"
+    assert not (roots[1] / "longer" / "seed_0").is_symlink()
+    assert workdir_lib.read_status(roots[1] / "longer" / "seed_0")["step"] == 9
+    assert "| longer is not worse |" in (roots[1] / "verdict.md").read_text()
+    assert "3 to train, 1 the same runs as another variant (trained once)" in out.getvalue()
+    before = _hashes(roots[0])
+    assert sweep.run_studies([(first, str(roots[0]), None), (second, str(roots[1]), None)],
+                             (0, 1)) == done  # a rerun trains nothing, keeps the link
+    assert _hashes(roots[0]) == before and link.is_symlink()
+    # the second study's variant changed: its link no longer holds its run, and is refused
+    changed = dataclasses.replace(second, variants={**second.variants,
+                                                    "same_as_scaled": {"model.attn_scale": False}})
+    with pytest.raises(ConfigError, match="remove the link"):
+        sweep.run_studies([(first, str(roots[0]), None), (changed, str(roots[1]), None)], (0, 1))
 
 
 def test_a_different_study_in_the_same_workdir_is_refused(tmp_path):

@@ -18,6 +18,8 @@ summary table and the TensorBoard command (`transformer_jax.terminal`); each var
 is DIR/<variant>/train.log, and `--verbosity=0` shows it on the terminal too.
 """
 import functools
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -75,6 +77,8 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
     index, count = shard
     tasks: list[jobs_lib.Task] = []
     roots = {}
+    owners: dict[str, tuple[str, str, Path]] = {}  # config -> (study, variant, run dir)
+    linked: dict[tuple[str, str], set[str]] = {}  # (study, variant) -> studies that share its runs
     for study, workdir, experiment in studies:
         for variant in study.variants:  # every run's config is checked before anything runs
             for seed in study.seeds:
@@ -82,11 +86,14 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
         root = workdir_lib.prepare(workdir, {"study": study.name, "runs": [list(r) for r in study.runs()]})
         roots[study.name] = root
         progress.add_study(study, root)
+        shared = link_identical_runs(study, root, owners, linked)
         mine = [run for i, run in enumerate(study.runs()) if i % count == index]
         task = functools.partial(jobs_lib.Task, study.name, str(root), experiment, size)
         for variant in study.variants:
-            seeds = tuple(seed for v, seed in mine if v == variant)
+            seeds = tuple(seed for v, seed in mine if v == variant and (v, seed) not in shared)
             if not seeds:
+                if any(v == variant for v, _ in mine):
+                    progress.add_variant(None, shared=True)
                 continue
             statuses = [workdir_lib.read_status(root / variant / f"seed_{s}") for s in seeds]
             if all(map(has_ended, statuses)):
@@ -100,6 +107,9 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
             tasks.append(task())
     by_name = {study.name: study for study, _, _ in studies}
     pending = {name: sum(t.study == name for t in tasks) for name in by_name}
+    for t in tasks:  # a study whose runs another study's task trains waits for that task too
+        for name in linked.get((t.study, t.variant), ()):
+            pending[name] += 1
     reported = {name: False for name in by_name}
 
     def report_when_ended(name: str) -> None:
@@ -121,8 +131,11 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
             progress.variant_done(task.study, task.variant, task.cost, statuses)
         if any(s.get("state") == PREEMPTED for s in statuses):
             return False
-        if not pending[task.study]:
-            report_when_ended(task.study)
+        for name in [task.study, *sorted(linked.get((task.study, task.variant), ()))]:
+            if name != task.study:
+                pending[name] -= 1
+            if not pending[name]:
+                report_when_ended(name)
         return True
 
     progress.start(jobs)
@@ -133,6 +146,50 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
     finally:
         progress.close()
     return reported
+
+
+def link_identical_runs(study: study_lib.Study, root: Path,
+                        owners: dict[str, tuple[str, str, Path]],
+                        linked: dict[tuple[str, str], set[str]]) -> set[tuple[str, int]]:
+    """Runs of `study` whose config equals a run seen before (an earlier study's, or an earlier
+    variant's) are trained once: root/<variant>/seed_<n> becomes a relative symlink to the first
+    one's directory. Returns the (variant, seed) runs so linked. A run directory that already
+    exists is kept as it is (trained before; never replaced), and a link whose run now differs
+    is refused: remove the link to train that run on its own. `owners` (config -> study,
+    variant, run dir) and `linked` ((study, variant) -> studies linking to it) grow across
+    studies."""
+    shared = set()
+    for variant, seed in study.runs():
+        key = json.dumps(study.config(variant, seed).to_dict(), sort_keys=True, default=repr)
+        run = root / variant / f"seed_{seed}"
+        owner = owners.get(key)
+        if owner is None or (run.exists() and not run.is_symlink()):
+            if run.is_symlink():
+                raise study_lib.ConfigError(
+                    f"{run} links to {os.readlink(run)}, whose config is no longer the same as "
+                    f"{study.name}/{variant}'s; remove the link to train this run on its own")
+            owners.setdefault(key, (study.name, variant, run))
+            continue
+        owner_study, owner_variant, owner_run = owner
+        target = os.path.relpath(owner_run, run.parent)
+        if run.is_symlink():
+            if os.path.realpath(run) != os.path.realpath(owner_run):
+                raise study_lib.ConfigError(
+                    f"{run} links to {os.readlink(run)}, but its config is now "
+                    f"{owner_study}/{owner_variant}'s ({owner_run}); remove the link")
+        else:
+            run.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.symlink(target, run, target_is_directory=True)
+            except FileExistsError:  # another shard linked it at the same moment
+                if os.path.realpath(run) != os.path.realpath(owner_run):
+                    raise
+        logging.info("[%s] %s/seed_%d: the same config as %s/%s: linked to %s, trained once",
+                     study.name, variant, seed, owner_study, owner_variant, owner_run)
+        if owner_study != study.name or owner_variant != variant:
+            linked.setdefault((owner_study, owner_variant), set()).add(study.name)
+        shared.add((variant, seed))
+    return shared
 
 
 def check_suite(suite: str) -> str:

@@ -145,6 +145,7 @@ class JobProgress:
         self.variants = 0  # of this shard, every study
         self.done = 0
         self.skipped = 0
+        self.shared = 0  # variants whose runs another variant trains (the same config)
         self.cost_total = self.cost_done = 0.0
         self.t0 = time.perf_counter()
         self.verdicts: dict[str, StudyVerdict] = {}
@@ -154,24 +155,27 @@ class JobProgress:
         self.studies[study.name] = (study, Path(root))
         self.diverged.setdefault(study.name, 0)
 
-    def add_variant(self, cost: Optional[float]) -> None:
-        """One variant of this shard; cost None: it had already ended."""
+    def add_variant(self, cost: Optional[float], shared: bool = False) -> None:
+        """One variant of this shard; cost None: it had already ended, or (`shared`) its runs
+        are another variant's, trained once (`sweep.link_identical_runs`)."""
         self.variants += 1
         if cost is None:
             self.done += 1
-            self.skipped += 1
+            self.skipped += not shared
+            self.shared += shared
         else:
             self.cost_total += cost
 
     def start(self, jobs: int) -> None:
         runs = sum(len(s.seeds) * len(s.variants) for s, _ in self.studies.values())
-        todo = self.variants - self.skipped
+        todo = self.variants - self.skipped - self.shared
         where = ", ".join(str(root) for _, root in self.studies.values())
         if len(self.studies) > 1:
             where = str(Path(os.path.commonpath([str(r) for _, r in self.studies.values()])))
         self.print(f"{len(self.studies)} {'study' if len(self.studies) == 1 else 'studies'}, "
                    f"{self.variants} variants ({runs} runs) into {where}: {todo} to train"
                    f"{f', {self.skipped} already ended' if self.skipped else ''}"
+                   f"{f', {self.shared} the same runs as another variant (trained once)' if self.shared else ''}"
                    f"{f', {jobs} at a time' if jobs > 1 and todo else ''}.")
         if todo:
             self.print(f"Each variant's full log: <study>/<variant>/{LOG_FILE} "
