@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The main job: all five ablation studies at their default size (2-core CPU sized), on
+# The main job: the six main-suite ablation studies at their default size (2-core CPU sized), on
 # synthetic data the project generates itself. Creates .venv (repo root) when missing.
 #   scripts/run.sh [WORKDIR] [extra sweep flags, e.g. --size=large --jobs=1]
 #   scripts/run.sh --suite=lm [WORKDIR] [flags]   # the real-text studies (tiny Shakespeare)
-# --suite=main|lm|all may stand anywhere; WORKDIR is the first other argument when it is not a
+#   scripts/run.sh --suite=depth [WORKDIR] [flags]   # deep stacks, BatchNorm, heads
+# --suite=main|lm|depth|all may stand anywhere; WORKDIR is the first other argument when it is not a
 # flag, by default runs/studies (main) or runs/<suite>_studies. The text of the lm suite:
 # $TJ_SHAKESPEARE, else ../shared/data/tinyshakespeare.txt if present, else the TFDS hub.
 # Re-running skips finished runs and resumes interrupted ones. Two worker processes train two

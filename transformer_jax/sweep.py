@@ -1,7 +1,8 @@
 r"""Run an ablation study: python -m transformer_jax.sweep --experiment=experiments/NAME.py --workdir=DIR
 
 `--experiment=experiments/` (a directory) runs every study in it of one suite (`--suite`:
-main = the generated-data studies, the default; lm = the real-text ones; all), each into
+main = the generated-data studies, the default; lm = the real-text ones; depth = deep stacks,
+BatchNorm and heads; all), each into
 DIR/<name>, and writes DIR/report.md linking their verdicts and plots (what scripts/run.sh
 does). A single experiment file runs whatever its suite.
 
@@ -41,7 +42,8 @@ _SHARD = flags.DEFINE_string("shard", "0/1", "i/n: run only every n-th run, star
 _JOBS = flags.DEFINE_integer("jobs", 1, "Worker processes: variants trained at once (2 on a "
                              "2-core CPU: scripts/run.sh).")
 _SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --experiment run: "
-                             "main (generated data) | lm (real text) | all. A file ignores it.")
+                             "main (generated data) | lm (real text) | depth (deep stacks, BatchNorm, heads) | all. "
+                             "A file ignores it.")
 flags.mark_flags_as_required(["experiment", "workdir"])
 STUDY_ORDER = ("scaling", "positions", "residuals", "norm_placement", "length_generalization",
                "lm_positions", "lm_scaling", "depth")
