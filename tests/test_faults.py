@@ -248,28 +248,37 @@ def test_interrupted_sweep_completes_only_what_is_missing(tmp_path, tj_data_dir,
         ["a", "0", "finished"], ["a", "1", "finished"], ["b", "0", "finished"], ["b", "1", "finished"]]
 
 
-def test_sigterm_to_a_parallel_sweep_checkpoints_every_worker(tmp_path, tj_data_dir):
-    """SIGTERM to a sweep with two workers (both variants mid-run): each saves a checkpoint and
-    stops as `preempted`, the sweep exits 0 leaving no worker behind, and the same command
-    finishes the study from those checkpoints."""
+def test_sigterm_to_a_parallel_sweep_with_an_idle_worker(tmp_path, tj_data_dir):
+    """SIGTERM to a sweep with two workers once variant a has finished (its worker idle) and b
+    (four times as long) has a checkpoint: b saves a checkpoint and stops as `preempted`, the
+    idle worker does not die of the signal (that broke the pool, and the sweep then hung at exit
+    waiting for a worker that waited for work), the sweep exits 0 leaving no worker behind, and
+    the same command finishes b from its checkpoints. (Both workers mid-run: test_sweep_interrupt.)"""
     import psutil
 
-    command, root = sweep_command(tmp_path, tj_data_dir, jobs=2)
+    command, root = sweep_command(tmp_path, tj_data_dir, jobs=2, b_changes={"train.num_steps": 96})
     log_path = tmp_path / "first.log"
+
+    def a_finished_b_checkpointed() -> bool:
+        states = [workdir_lib.read_status(root / "a" / f"seed_{s}") for s in (0, 1)]
+        return (all(s and s["state"] == "finished" for s in states)
+                and bool(checkpoint_steps(root / "b" / "seed_0")))
+
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        wait_for(lambda: all(checkpoint_steps(root / v / "seed_0") for v in ("a", "b")), process,
-                 "a checkpoint in both variants", log_path=log_path)
-        workers = psutil.Process(process.pid).children(recursive=True)
+        wait_for(a_finished_b_checkpointed, process, "a finished and a checkpoint of b",
+                 log_path=log_path)
+        workers = sweep_workers(process)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=TIMEOUT_S) == 0, log_path.read_text()[-3000:]
+    assert len(workers) == 2, workers
     _, alive = psutil.wait_procs(workers, timeout=30)
     assert not alive, f"workers outlived the sweep: {alive}"
-    states = {v: workdir_lib.read_status(root / v / "seed_0") for v in ("a", "b")}
-    assert {s["state"] for s in states.values()} == {"preempted"}, states
-    assert all(s["step"] in checkpoint_steps(root / v / "seed_0") for v, s in states.items())
+    state = workdir_lib.read_status(root / "b" / "seed_0")
+    assert state["state"] == "preempted" and state["step"] < 96, state
+    assert state["step"] in checkpoint_steps(root / "b" / "seed_0")
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S * 2)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert len(RESUMING.findall(result.stderr)) == 4  # both seeds of both variants
+    assert RESUMING.findall(result.stderr) == [str(state['step'])] * 2  # b's two seeds
     rows = (root / "summary.csv").read_text().splitlines()[1:]
     assert sorted(r.split(",")[2] for r in rows) == ["finished"] * 4

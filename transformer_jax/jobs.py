@@ -168,6 +168,8 @@ def _init_worker(terminal_level: int) -> None:
         if os.getppid() == 1:  # the parent died before prctl took effect
             os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which relays it
+    from transformer_jax import parallel
+    parallel.remember_sigterm()  # an idle worker lives on until the pool's shutdown ends it
     # On a GPU, JAX would give each process 75 % of its memory up front: N workers could not.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     flags.FLAGS.mark_as_parsed()  # workers read no flags; absl logs without complaint
@@ -179,7 +181,12 @@ def _init_worker(terminal_level: int) -> None:
 
 
 def _execute_in_worker(task: Task) -> list[dict]:
-    from transformer_jax import study as study_lib
+    from transformer_jax import parallel, study as study_lib
+    from transformer_jax import workdir as workdir_lib
+    if parallel.sigterm_before_training():  # the sweep is stopping: start nothing new
+        root = Path(task.root) / (task.variant or "")
+        return [workdir_lib.read_status(root / f"seed_{s}") or {"state": "preempted", "step": 0}
+                for s in task.seeds]
     with _log_prefix(task.label):
         return execute(task, study_lib.load_study(task.experiment, task.size), progress_bar=False)
 

@@ -159,6 +159,23 @@ def maybe_initialize_distributed(coordinator: Optional[str] = None,
 # --- What a cluster does to a multi-process run: preemption of one host, a dead peer ---------------
 
 
+# A SIGTERM that reached this process while no run was training (a sweep worker between tasks,
+# or still setting one up): the next run stops at its first chance. Only `remember_sigterm`
+# sets it, and only in sweep workers; a process holds one such record by nature of signals.
+_SIGTERM_BEFORE_TRAINING = threading.Event()
+
+
+def remember_sigterm() -> None:
+    """Makes SIGTERM only record a stop request while no run trains (sweep workers). A worker
+    that died of it while idle would break the pool, and the sweep could then neither wait for
+    the other workers' checkpoints nor exit (they would wait for work forever)."""
+    signal.signal(signal.SIGTERM, lambda *_: _SIGTERM_BEFORE_TRAINING.set())
+
+
+def sigterm_before_training() -> bool:
+    return _SIGTERM_BEFORE_TRAINING.is_set()
+
+
 @contextlib.contextmanager
 def stop_requests() -> Iterator[Callable[[int], bool]]:
     """While active: `should_stop(call_index)`, asked once per compiled call by every process
@@ -175,7 +192,7 @@ def stop_requests() -> Iterator[Callable[[int], bool]]:
 
         yield multihost_utils.reached_preemption_sync_point
         return
-    requested = [False]
+    requested = [sigterm_before_training()]
     previous = signal.signal(signal.SIGTERM, lambda *_: requested.__setitem__(0, True))
     try:
         yield lambda call_index: requested[0]
