@@ -125,3 +125,21 @@ def test_attention_map_image():
     assert tuple(half[0, 0]) == colour(0.5)  # not rescaled to its own maximum
     with pytest.raises(ValueError):
         summaries.attention_map_image(np.ones((4, 4)))
+
+
+def test_writing_summaries_does_not_import_torch(tmp_path):
+    """tensorboardX's writer imports torch whenever it is installed (the test extras install
+    it): seconds and hundreds of MB in every training process. The writer hides it, and a later
+    `import torch` still works."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom transformer_jax import summaries\n"
+            f"w = summaries.SummaryWriter({str(tmp_path)!r})\n"
+            "w.scalars(1, {'train/loss': 1.0})\nw.close()\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\n"
+            "import torch\nprint(torch.ones(2).sum().item())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "2.0"
+    assert summaries.read_scalars(str(tmp_path))["train/loss"] == [(1, 1.0)]
