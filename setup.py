@@ -44,6 +44,7 @@ INSTALL_REQUIRES = [
 
 TEST_REQUIRES = [
     "pytest>=8.0",
+    "pytest-xdist>=3.6",  # scripts/test.sh runs the suite in two worker processes (-n 2)
     "hypothesis>=6.0",
     "torch>=2.4",  # CPU build (constraints.txt), reference implementations in tests and benchmarks
 ]

@@ -6,4 +6,6 @@ source "$(dirname "$0")/_venv.sh" test
 # set here once so that the many commands the tests start need not restart themselves.
 [[ "${GLIBC_TUNABLES:-}" == *glibc.malloc.hugetlb* ]] ||
   export GLIBC_TUNABLES="${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1"
-exec python -m pytest "$@"
+# Two worker processes (pytest-xdist; each test file runs whole in one of them), one per core of
+# the 2-core CI machine; TJ_TEST_WORKERS=0 runs everything in this process.
+exec python -m pytest -n "${TJ_TEST_WORKERS:-2}" --dist loadfile "$@"
