@@ -139,11 +139,14 @@ def pytest_collection_modifyitems(session, config, items):
     run only when a test that uses it (by name, or through a fixture of that name) is selected."""
     from helpers_train import BACKGROUND_RUNS
 
-    if hasattr(config, "workerinput"):  # an xdist worker (scripts/test.sh: -n 2): the other
-        return  # worker keeps the second core busy; each command runs when its test asks
     by_module: dict = {}
     for item in items:
         by_module.setdefault(getattr(item, "module", None), []).append(item)
+    if hasattr(config, "workerinput"):  # an xdist worker (scripts/test.sh: -n 2): the other
+        for module in by_module:  # worker keeps the second core busy; each command runs
+            BACKGROUND_RUNS.register({key: build for key, (_, build) in  # when asked
+                                      (getattr(module, "BACKGROUND", None) or {}).items()})
+        return
     planned = [m for m in by_module if getattr(m, "BACKGROUND", None)]
     for module in planned:
         for key, (users, build) in module.BACKGROUND.items():

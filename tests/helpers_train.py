@@ -273,6 +273,11 @@ class BackgroundRuns:
                 self._builders[key] = build
                 self._order.append(key)
 
+    def register(self, builders: dict[str, Any]) -> None:
+        """Keys a test may ask for, run only when asked (none in the background)."""
+        for key, build in builders.items():
+            self._builders.setdefault(key, build)
+
     @property
     def paths(self):
         return self._paths
