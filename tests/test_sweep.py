@@ -101,6 +101,16 @@ def test_identical_runs_of_two_studies_are_trained_once_and_both_reported(tmp_pa
         sweep.run_studies([(first, str(roots[0]), None), (changed, str(roots[1]), None)], (0, 1))
 
 
+def test_two_identical_variants_of_one_study_train_once_and_the_report_is_written(tmp_path):
+    study = tiny_study(tmp_path / "data")
+    twins = dataclasses.replace(study, variants={**study.variants,
+                                                 "scaled_again": {"model.attn_scale": True}})
+    root = tmp_path / "study"
+    assert sweep.run_study(twins, str(root))  # the report waits for 'scaled', then is written
+    assert (root / "scaled_again" / "seed_0").is_symlink()
+    assert "| scaled_again |" in (root / "summary.md").read_text()
+
+
 def test_a_different_study_in_the_same_workdir_is_refused(tmp_path):
     study = tiny_study(tmp_path / "data")
     root = tmp_path / "study"

@@ -133,9 +133,10 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
             progress.variant_done(task.study, task.variant, task.cost, statuses)
         if any(s.get("state") == PREEMPTED for s in statuses):
             return False
-        for name in [task.study, *sorted(linked.get((task.study, task.variant), ()))]:
-            if name != task.study:
-                pending[name] -= 1
+        sharing = linked.get((task.study, task.variant), set())
+        for name in sharing:  # (task.study itself when two of its variants are the same)
+            pending[name] -= 1
+        for name in sorted({task.study, *sharing}):
             if not pending[name]:
                 report_when_ended(name)
         return True
