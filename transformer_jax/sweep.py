@@ -23,7 +23,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 if __name__ == "__main__":  # first: glibc reads its tunables only when a process starts
     from transformer_jax import hugepages
@@ -82,13 +82,13 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
     owners: dict[str, tuple[str, str, Path]] = {}  # config -> (study, variant, run dir)
     linked: dict[tuple[str, str], set[str]] = {}  # (study, variant) -> studies that share its runs
     for study, workdir, experiment in studies:
-        for variant in study.variants:  # every run's config is checked before anything runs
-            for seed in study.seeds:
-                check_config(study.config(variant, seed))
+        configs = {run: study.config(*run) for run in study.runs()}
+        for config in configs.values():  # every run's config is checked before anything runs
+            check_config(config)
         root = workdir_lib.prepare(workdir, {"study": study.name, "runs": [list(r) for r in study.runs()]})
         roots[study.name] = root
         progress.add_study(study, root)
-        shared = link_identical_runs(study, root, owners, linked)
+        shared = link_identical_runs(study.name, root, configs, owners, linked)
         mine = [run for i, run in enumerate(study.runs()) if i % count == index]
         task = functools.partial(jobs_lib.Task, study.name, str(root), experiment, size)
         for variant in study.variants:
@@ -151,27 +151,27 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
     return reported
 
 
-def link_identical_runs(study: study_lib.Study, root: Path,
+def link_identical_runs(name: str, root: Path, configs: dict[tuple[str, int], Any],
                         owners: dict[str, tuple[str, str, Path]],
                         linked: dict[tuple[str, str], set[str]]) -> set[tuple[str, int]]:
-    """Runs of `study` whose config equals a run seen before (an earlier study's, or an earlier
-    variant's) are trained once: root/<variant>/seed_<n> becomes a relative symlink to the first
-    one's directory. Returns the (variant, seed) runs so linked. A run directory that already
-    exists is kept as it is (trained before; never replaced), and a link whose run now differs
-    is refused: remove the link to train that run on its own. `owners` (config -> study,
-    variant, run dir) and `linked` ((study, variant) -> studies linking to it) grow across
-    studies."""
+    """Runs of study `name` ((variant, seed) -> config) whose config equals a run seen before
+    (an earlier study's, or an earlier variant's) are trained once: root/<variant>/seed_<n>
+    becomes a relative symlink to the first one's directory. Returns the (variant, seed) runs so
+    linked. A run directory that already exists is kept as it is (trained before; never
+    replaced), and a link whose run now differs is refused: remove the link to train that run
+    on its own. `owners` (config -> study, variant, run dir) and `linked` ((study, variant) ->
+    studies linking to it) grow across studies."""
     shared = set()
-    for variant, seed in study.runs():
-        key = json.dumps(study.config(variant, seed).to_dict(), sort_keys=True, default=repr)
+    for (variant, seed), config in configs.items():
+        key = json.dumps(config.to_dict(), sort_keys=True, default=repr)
         run = root / variant / f"seed_{seed}"
         owner = owners.get(key)
         if owner is None or (run.exists() and not run.is_symlink()):
             if run.is_symlink():
                 raise study_lib.ConfigError(
                     f"{run} links to {os.readlink(run)}, whose config is no longer the same as "
-                    f"{study.name}/{variant}'s; remove the link to train this run on its own")
-            owners.setdefault(key, (study.name, variant, run))
+                    f"{name}/{variant}'s; remove the link to train this run on its own")
+            owners.setdefault(key, (name, variant, run))
             continue
         owner_study, owner_variant, owner_run = owner
         target = os.path.relpath(owner_run, run.parent)
@@ -188,9 +188,9 @@ def link_identical_runs(study: study_lib.Study, root: Path,
                 if os.path.realpath(run) != os.path.realpath(owner_run):
                     raise
         logging.info("[%s] %s/seed_%d: the same config as %s/%s: linked to %s, trained once",
-                     study.name, variant, seed, owner_study, owner_variant, owner_run)
-        if owner_study != study.name or owner_variant != variant:
-            linked.setdefault((owner_study, owner_variant), set()).add(study.name)
+                     name, variant, seed, owner_study, owner_variant, owner_run)
+        if owner_study != name or owner_variant != variant:
+            linked.setdefault((owner_study, owner_variant), set()).add(name)
         shared.add((variant, seed))
     return shared
 
