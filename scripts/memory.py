@@ -41,8 +41,8 @@ STAGES = (
     ("the rest of transformer_jax.main", "import transformer_jax.main"),
     ("text prepared (TFDS array_record)", textwrap.dedent("""\
         from transformer_jax import data as data_lib
-        from configs_lm import get_config
-        cfg = get_config('')
+        from transformer_jax.study import load_config
+        cfg = load_config(REPO / 'configs/lm.py')
         cfg.unlock(); cfg.data.text_path = TEXT; cfg.data.data_dir = DATA_DIR
         ds = data_lib.make_dataset(cfg.data, seed=0, fmt='decoder')""")),
 )
@@ -82,13 +82,10 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="tj_memory_"))
-    env = {**os.environ, "TJ_JAX_CACHE_DIR": str(scratch / "jax_cache"), "PYTHONPATH":
-           os.pathsep.join([str(REPO / "configs"), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "TJ_JAX_CACHE_DIR": str(scratch / "jax_cache")}
     env.pop("XLA_FLAGS", None)
-    # `configs/lm.py` as a module the stage code can import
-    (scratch / "configs_lm.py").write_text((REPO / "configs" / "lm.py").read_text())
-    env["PYTHONPATH"] = os.pathsep.join([str(scratch), env["PYTHONPATH"]])
-    header = (f"TEXT = {args.text_path!r}\nDATA_DIR = {str(scratch / 'tfds')!r}\n")
+    header = (f"from pathlib import Path\nREPO = Path({str(REPO)!r})\n"
+              f"TEXT = {args.text_path!r}\nDATA_DIR = {str(scratch / 'tfds')!r}\n")
     results: dict = {"stages": [], "runs": {}}
     print(f"{'stage (each adds to the ones above)':44s} {'peak MiB':>9s} {'+ MiB':>7s}")
     code, previous = header, 0.0
