@@ -19,7 +19,6 @@ from typing import Any, Callable, Mapping, Optional
 
 import ml_collections
 import numpy as np
-import scipy.stats
 
 from transformer_jax.config import ConfigError
 
@@ -269,7 +268,7 @@ def relative_gap_interval(a: np.ndarray, b: np.ndarray,
         dof = na - 1
     else:
         v_ab, dof = 0.0, min(na, nb) - 1
-    q = scipy.stats.t.ppf(0.5 + CONFIDENCE / 2, dof) ** 2
+    q = _t_quantiles(dof) ** 2
     # ρ inside: (mean_a − ρ mean_b)² <= q (v_aa − 2ρ v_ab + ρ² v_bb), i.e. A ρ² − 2B ρ + C <= 0
     A, B, C = mean_b ** 2 - q * v_bb, mean_a * mean_b - q * v_ab, mean_a ** 2 - q * v_aa
     bounded = A > 0
@@ -287,7 +286,7 @@ def relative_gap_interval(a: np.ndarray, b: np.ndarray,
 
 def rate_interval(k: int, n: int) -> tuple[float, float]:
     """Clopper–Pearson (exact binomial) interval of a rate: k of n runs."""
-    ci = scipy.stats.binomtest(k, n).proportion_ci(CONFIDENCE, method="exact")
+    ci = _scipy_stats().binomtest(k, n).proportion_ci(CONFIDENCE, method="exact")
     return float(ci.low), float(ci.high)
 
 
@@ -299,7 +298,7 @@ def _t_interval(center, se, dof) -> tuple[np.ndarray, np.ndarray]:
     """center ± t_{dof} · se; a spread lost in rounding (a constant per-seed difference) is
     zero, and the interval is the point."""
     flat = se <= 1e-9 * np.maximum(1.0, np.abs(center))
-    half = np.where(flat, 0.0, scipy.stats.t.ppf(0.5 + CONFIDENCE / 2, np.where(flat, 1, dof)) * se)
+    half = np.where(flat, 0.0, _t_quantiles(np.where(flat, 1, dof)) * se)
     return center - half, center + half
 
 
@@ -344,7 +343,19 @@ def seeds_to_settle_rate(k: int, n: int, accepted: tuple[float, float]) -> Optio
 
 
 def _t_quantile(dof: int) -> float:
-    return float(scipy.stats.t.ppf(0.5 + CONFIDENCE / 2, dof))
+    return float(_t_quantiles(dof))
+
+
+def _t_quantiles(dof):
+    """The two-sided CONFIDENCE quantile of Student's t at `dof` (an array or a number)."""
+    return _scipy_stats().t.ppf(0.5 + CONFIDENCE / 2, dof)
+
+
+def _scipy_stats():
+    """scipy.stats, imported on first use: it is a third of the start-up imports (≈ 1 s) of every
+    process that judges nothing (a run of `main`, a sweep's workers)."""
+    import scipy.stats
+    return scipy.stats
 
 
 def settle_note(n: int, needed: Optional[int], at: str = "this spread") -> str:
