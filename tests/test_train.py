@@ -252,3 +252,28 @@ def test_divergence_inside_a_multi_step_call_is_found_at_its_step(tmp_path, tj_d
         steps[k] = status["step"]
         assert all(s < status["step"] for s in checkpoint_steps(tmp_path / f"k{k}"))
     assert steps[1] == steps[5] and steps[5] % 5, steps  # not on a call boundary: mid-call
+
+
+@pytest.mark.parametrize("norm_type", ["LAYERNORM", "BATCHNORM"])
+def test_stacked_initial_states_equal_each_seed_alone(norm_type):
+    """init_states (one vmapped program for every replica) gives, per seed, exactly
+    init_model's parameters, tx.init of them and step 0; replica j of it is take_replica's."""
+    import jax
+    import jax.numpy as jnp
+    from conftest import tiny_config
+
+    from transformer_jax import steps, train
+    from transformer_jax.config import NormType, TrainConfig
+
+    model = tiny_config(norm_type=NormType[norm_type])
+    tx, _ = steps.make_optimizer(TrainConfig())
+    seeds = [3, 0, 7]
+    _, stacked = train.init_states(model, tx, seeds)
+    for j, seed in enumerate(seeds):
+        _, params = train.init_model(model, seed)
+        expected = {"params": params, "opt_state": tx.init(params), "step": np.int32(0)}
+        assert_trees_equal(jax.device_get(train.take_replica(stacked, j)), expected)
+    keys = train.seed_streams(jnp.asarray(seeds, jnp.int32), train.Stream.DROPOUT)
+    for j, seed in enumerate(seeds):
+        assert np.array_equal(jax.random.key_data(keys[j]),
+                              jax.random.key_data(train.seed_stream(seed, train.Stream.DROPOUT)))
