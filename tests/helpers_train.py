@@ -164,7 +164,7 @@ def assert_trees_equal(actual, expected) -> None:
 
 # A two-variant study of the tiny synthetic model for the sweep fault tests (test_faults,
 # test_sweep_interrupt): 24 steps, a checkpoint every 6; variant b's `b_changes` (overrides) can
-# make it longer, so that it is still training when a has finished.
+# make it longer, so that it is still training when a has finished; `steps` sets both variants'.
 SWEEP_EXPERIMENT = '''
 from pathlib import Path
 from transformer_jax.study import Comparison, Expectation, Study, load_config
@@ -173,7 +173,7 @@ def get_study(size):
     base = load_config(Path({repo!r}) / "configs/synthetic.py", "tiny,task=sort")
     base.unlock()
     base.data.data_dir = {data_dir!r}
-    base.train.update(num_steps=24, log_every=3, eval_every=2, checkpoint_every=6)
+    base.train.update(num_steps={steps!r}, log_every=3, eval_every=2, checkpoint_every=6)
     return Study(name="interrupted", claim="c", published="p", base=base,
                  variants={{"a": {{}}, "b": {{"model.attn_scale": False, **{b_changes!r}}}}},
                  seeds=(0, 1), metrics=("eval/loss",),
@@ -182,11 +182,12 @@ def get_study(size):
 
 
 def sweep_command(tmp_path: Path, data_dir: str, jobs: int,
-                  b_changes: dict[str, Any] | None = None) -> tuple[list[str], Path]:
+                  b_changes: dict[str, Any] | None = None, steps: int = 24
+                  ) -> tuple[list[str], Path]:
     """(the sweep command of SWEEP_EXPERIMENT written into tmp_path, the study's directory)."""
     experiment = Path(tmp_path) / "interrupted.py"
     experiment.write_text(SWEEP_EXPERIMENT.format(repo=str(REPO), data_dir=data_dir,
-                                                  b_changes=b_changes or {}))
+                                                  b_changes=b_changes or {}, steps=steps))
     root = Path(tmp_path) / "study"
     return [sys.executable, "-m", "transformer_jax.sweep", f"--experiment={experiment}",
             f"--workdir={root}", f"--jobs={jobs}", "--verbosity=0"], root  # (its INFO lines too)

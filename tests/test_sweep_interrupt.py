@@ -50,7 +50,9 @@ def _states(root) -> dict:
 def test_ctrl_c_checkpoints_and_resumes_a_second_ctrl_c_stops_at_once(tmp_path, tj_data_dir):
     import psutil
 
-    command, root = sweep_command(tmp_path, tj_data_dir, jobs=2)
+    # 72 steps: neither variant can finish while the other one compiles and reaches its first
+    # checkpoint (at 24, a cold compilation cache let one finish first: a race, not a bug)
+    command, root = sweep_command(tmp_path, tj_data_dir, jobs=2, steps=72)
 
     # 1. One Ctrl-C with both variants training: every run checkpoints, preempted; exit 0.
     log = tmp_path / "first.log"
