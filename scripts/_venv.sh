@@ -15,11 +15,11 @@ STAMP="$VENV/.installed${EXTRAS:+-$EXTRAS}"
 WANT="$(cat "$ROOT/setup.py" "$ROOT/constraints.txt" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "[setup] installing transformer_jax${EXTRAS:+[$EXTRAS]} into $VENV (pinned)" >&2
-  # uv (pinned below) installs the same pinned set as pip in ~10 s where pip takes 60-70 s on a
-  # 2-core machine; pip stays in the venv for the user, and does the install where uv cannot be
-  # had. uv reads no pip config: the find-links pip is configured with (a local torch CPU wheel on
-  # some machines) are passed on. Some machines' pip config names local package folders that may
-  # not exist: that noise is dropped.
+  # uv (pinned below) installs the pinned set in ~25 s, bytecode of what is used included, where
+  # pip takes 60-70 s on a 2-core machine; pip stays in the venv for the user, and does the
+  # install where uv cannot be had. uv reads no pip config: the find-links pip is configured with
+  # (a local torch CPU wheel on some machines) are passed on. Some machines' pip config names
+  # local package folders that may not exist: that noise is dropped.
   [ -x "$VENV/bin/uv" ] || "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
       "uv==$UV_VERSION" 2>&1 | { grep -v "is neither a file nor a directory" || true; } >&2
   if [ -x "$VENV/bin/uv" ]; then
@@ -30,6 +30,11 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     done
     "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" -c "$ROOT/constraints.txt" \
         ${LINKS[@]+"${LINKS[@]}"} -e "$ROOT${EXTRAS:+[$EXTRAS]}" >&2
+    # uv writes no bytecode (pip compiles all ~12,000 files, ~45 s): import what the commands
+    # use once with bytecode writing on (~3,000 files), or with PYTHONDONTWRITEBYTECODE set, as
+    # on this project's machines, every process would parse its imports from source.
+    env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" "$ROOT/scripts/_compile_imports.py" \
+        ${EXTRAS:+torch pytest xdist hypothesis psutil}
   else
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
         -c "$ROOT/constraints.txt" -e "$ROOT${EXTRAS:+[$EXTRAS]}" 2>&1 \
