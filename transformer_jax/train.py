@@ -100,9 +100,8 @@ def init_model(cfg: ModelConfig, seed: int) -> tuple[nnx.GraphDef, dict]:
     """(graphdef, params as a pure dict: the parameters and, with BatchNorm, its running
     statistics, which `steps.make_train_step` keeps out of the optimizer's hands). Initialization
     runs compiled: eagerly, the stacked layers' many small ops cost seconds even for a tiny model."""
-    graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(params=0))))
-    make = lambda key: nnx.to_pure_dict(nnx.state(Transformer(cfg, rngs=nnx.Rngs(params=key)), VARIABLES))
-    return graphdef, jax.jit(make)(seed_stream(seed, Stream.PARAMS))
+    make = lambda key: _initial_params(cfg, key)
+    return _graphdef(cfg), jax.jit(make)(seed_stream(seed, Stream.PARAMS))
 
 
 def init_states(cfg: ModelConfig, tx, seeds: Sequence[int]) -> tuple[nnx.GraphDef, dict]:
@@ -110,14 +109,19 @@ def init_states(cfg: ModelConfig, tx, seeds: Sequence[int]) -> tuple[nnx.GraphDe
     replica axis [R, ...]): for each seed, init_model's parameters, `tx.init` of them and step 0.
     One compiled program for all of them (vmapped over the seeds): initializing, stacking and
     the optimizer's zeros eagerly compiled a small program per shape, ~1.5 s per variant."""
-    graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(params=0))))
-
     def make(seed):
-        key = seed_stream(seed, Stream.PARAMS)
-        params = nnx.to_pure_dict(nnx.state(Transformer(cfg, rngs=nnx.Rngs(params=key)), VARIABLES))
+        params = _initial_params(cfg, seed_stream(seed, Stream.PARAMS))
         return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
 
-    return graphdef, jax.jit(jax.vmap(make))(jnp.asarray(seeds, jnp.int32))
+    return _graphdef(cfg), jax.jit(jax.vmap(make))(jnp.asarray(seeds, jnp.int32))
+
+
+def _graphdef(cfg: ModelConfig) -> nnx.GraphDef:
+    return nnx.graphdef(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(params=0))))
+
+
+def _initial_params(cfg: ModelConfig, key: jax.Array) -> dict:
+    return nnx.to_pure_dict(nnx.state(Transformer(cfg, rngs=nnx.Rngs(params=key)), VARIABLES))
 
 
 @functools.partial(jax.jit, static_argnums=1)
