@@ -191,6 +191,29 @@ def test_synthetic_prepared_once_and_keyed_by_parameters(tmp_path):
     assert len(dirs) == 2 and all(d.startswith("reverse-v16-") for d in dirs)
 
 
+def test_a_builder_made_before_another_process_prepared_is_made_again(tmp_path):
+    """Two runs started together on a fresh cache: the second made its builder before the first
+    finished preparing (so it read no dataset info), then found the dataset there and skipped.
+    `prepared` must hand back a builder that knows the splits (seen as KeyError: 'train')."""
+    import tensorflow_datasets as tfds
+
+    from transformer_jax.data import batching, synthetic
+
+    cfg = synthetic.SyntheticConfig.create(task="copy", num_symbols=8, min_len=1, max_len=4,
+                                           eval_min_len=1, eval_max_len=4, num_train=10,
+                                           num_eval=5)
+    make = lambda: synthetic.SyntheticTasks(config=cfg, data_dir=str(tmp_path),  # noqa: E731
+                                            file_format="array_record")
+    download = tfds.download.DownloadConfig(try_download_gcs=False)
+    stale = make()  # made before the other process finished
+    make().download_and_prepare(download_config=download)  # the other process
+    assert not stale.info.splits  # what the late builder knows
+    builders = iter([stale])
+    builder = batching.prepared(lambda: next(builders, None) or make(), download)
+    source = builder.as_data_source()
+    assert len(source["train"]) == 10 and len(source["test"]) == 5
+
+
 # --- text --------------------------------------------------------------------------------------
 
 def text_config(data_dir, path, **overrides):

@@ -46,7 +46,10 @@ def check_batch_size(batch_size: int) -> int:
 
 def prepared(make_builder: Callable, download_config):
     """`make_builder()` with its dataset prepared. Runs started together on a fresh cache race to
-    prepare the same dataset; TFDS's final rename fails for all but the first, which is fine."""
+    prepare the same dataset; TFDS's final rename fails for all but the first, which is fine.
+    A builder made before another process finished has read no dataset info (TFDS reads it when
+    the builder is made), and its download_and_prepare then skips ("Reusing dataset") with no
+    splits known: such a builder is made again, now reading the finished dataset's info."""
     builder = make_builder()
     try:
         builder.download_and_prepare(download_config=download_config)
@@ -54,6 +57,8 @@ def prepared(make_builder: Callable, download_config):
         builder = make_builder()
         if not builder.is_prepared():
             raise
+    if not builder.info.splits:
+        builder = make_builder()
     return builder
 
 
