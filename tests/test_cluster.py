@@ -1,21 +1,25 @@
-"""What a cluster does to a two-process (multi-host) run, on one machine as test_parallel's
-two-process test runs it (one CPU device per process, gloo collectives, one shared workdir):
+"""What a cluster does to a two-process (multi-host) run, on one machine (one CPU device per
+process, gloo collectives, one shared workdir), as one workdir's life in three pairs of processes:
 
-- SIGTERM to process 1 only: both processes stop after the same step (JAX's preemption sync,
-  parallel.stop_requests), one checkpoint holds it, both exit 0 with status.json 'preempted',
-  and the same command resumes both to the curves of an uninterrupted run (1e-5).
-- kill -9 of process 1: process 0 exits with status 4 within seconds, one line naming process 1;
-  the same command on both resumes from the last complete checkpoint to the same curves.
+1. SIGTERM to process 1 only: both processes stop after the same step (JAX's preemption sync,
+   parallel.stop_requests), one checkpoint holds it, both exit 0 with status.json 'preempted'.
+2. The same command resumes both; kill -9 of process 1 after their next checkpoint: process 0
+   exits with status 4 within seconds, one line naming process 1.
+3. The same command resumes both from the last complete checkpoint and finishes: the curves are
+   those of one uninterrupted process (1e-5), so two processes train like one.
 """
 from __future__ import annotations
 
 import signal
+import socket
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
-from helpers_train import SYNTHETIC, checkpoint_steps, finish, main_args, run_main, wait_for
-from test_parallel import _start_two_hosts
+from helpers_train import (SYNTHETIC, checkpoint_steps, finish, main_args, run_main,
+                           start_main, wait_for)
 
 HEARTBEAT_S = 10
 # 30 steps, evaluated after each (it only writes summaries, and keeps the run going long enough
@@ -24,11 +28,45 @@ STEPS = 30
 OVERRIDES = {"train.num_steps": STEPS, "train.log_every": 1, "train.eval_every": 1,
              "train.checkpoint_every": 5}
 TAGS = ("train/loss", "eval/loss", "eval/accuracy")
+PAIRS = ("preempted", "dead_peer", "resumed")  # the three pairs, in order
 
 
-def _args(root, name, data_dir):
-    return lambda *extra: main_args(f"{SYNTHETIC}:tiny", root / name, data_dir, OVERRIDES,
-                                    f"--heartbeat_timeout={HEARTBEAT_S}", *extra)
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _listening(pid: int, port: int) -> bool:
+    import psutil
+
+    try:
+        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                   for c in psutil.Process(pid).net_connections(kind="tcp"))
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _start_two_hosts(root: Path, args) -> list[subprocess.Popen]:
+    """Process 0 (the coordinator) on a free port, then process 1 once process 0 listens there.
+
+    A port found free may be taken by another program before process 0 binds it: then process 0
+    never listens on it (it fails or waits), and both are started again on a new port, up to
+    three times. Process 1 starts only when the coordinator is up, so it never meets the race.
+    """
+    for attempt in range(3):
+        port = _free_port()
+        coordinator = [f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2"]
+        first = start_main(args(*coordinator, "--process_id=0"), root / "process_0.log")
+        deadline = time.monotonic() + 120
+        while first.poll() is None and time.monotonic() < deadline and not _listening(first.pid, port):
+            time.sleep(0.05)
+        if first.poll() is None and _listening(first.pid, port):
+            return [first, start_main(args(*coordinator, "--process_id=1"), root / "process_1.log")]
+        first.kill()
+        first.wait()
+    pytest.fail("the coordinator never listened on a free port\n" +
+                (root / "process_0.log").read_text()[-3000:])
 
 
 def _finish_both(procs) -> list[int]:
@@ -45,24 +83,53 @@ def _assert_curves_match(reference, run) -> None:
             assert abs(x - y) <= 1e-5 * max(abs(x), 1e-6), f"{tag} step {step}: {x} vs {y}"
 
 
+def _logs(root, pair) -> list[str]:
+    return [(root / pair / f"process_{i}.log").read_text() for i in range(2)]
+
+
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, tj_data_dir):
-    """The uninterrupted run, as one process (test_parallel: two processes train like one)."""
+def life(tmp_path_factory, tj_data_dir) -> dict:
+    """The three pairs on one workdir, and the same config as one uninterrupted process. Each
+    step's outcome is recorded here and judged by its test."""
+    from transformer_jax import workdir as workdir_lib
+
     root = tmp_path_factory.mktemp("cluster")
-    single = run_main(_args(root, "single", tj_data_dir)())
+    workdir = root / "run"
+    args = lambda *extra: main_args(f"{SYNTHETIC}:tiny", workdir, tj_data_dir, OVERRIDES,  # noqa: E731
+                                    f"--heartbeat_timeout={HEARTBEAT_S}", *extra)
+    single = run_main(main_args(f"{SYNTHETIC}:tiny", root / "single", tj_data_dir, OVERRIDES))
     assert single.returncode == 0, single.stderr[-3000:]
-    return root, tj_data_dir
+    out = {"root": root, "workdir": workdir, "single": root / "single"}
+    for pair in PAIRS:
+        (root / pair).mkdir()
 
+    def started(pair, after: int):
+        procs = _start_two_hosts(root / pair, args)
+        wait_for(lambda: max(checkpoint_steps(workdir), default=0) > after, procs[0],
+                 f"a checkpoint after step {after}", log_path=root / pair / "process_0.log")
+        return procs
 
-def _started_and_checkpointed(root, name, data_dir, tag):
-    procs = _start_two_hosts(root / tag, _args(root, name, data_dir))
-    wait_for(lambda: checkpoint_steps(root / name), procs[0], "a first checkpoint",
-             log_path=root / tag / "process_0.log")
-    return procs
+    procs = started("preempted", 0)
+    procs[1].send_signal(signal.SIGTERM)  # process 1 only
+    out["preempted"] = {"codes": _finish_both(procs),
+                        "status": workdir_lib.read_status(workdir),
+                        "checkpoints": checkpoint_steps(workdir)}
 
+    stopped = out["preempted"]["status"]["step"]
+    procs = started("dead_peer", stopped)
+    procs[1].kill()  # SIGKILL: no goodbye
+    killed = time.monotonic()
+    code = finish(procs[0], timeout=HEARTBEAT_S * 6)
+    out["dead_peer"] = {"code": code, "took": time.monotonic() - killed,
+                        "status": workdir_lib.read_status(workdir),
+                        "checkpoints": checkpoint_steps(workdir)}
+    procs[1].wait()
 
-def _logs(root, tag) -> list[str]:
-    return [(root / tag / f"process_{i}.log").read_text() for i in range(2)]
+    procs = _start_two_hosts(root / "resumed", args)
+    out["resumed"] = {"codes": _finish_both(procs),
+                      "status": workdir_lib.read_status(workdir),
+                      "checkpoints": checkpoint_steps(workdir)}
+    return out
 
 
 def _resumed_from(workdir, step: int) -> bool:
@@ -71,56 +138,40 @@ def _resumed_from(workdir, step: int) -> bool:
                for name in ("train.log", "train.1.log"))
 
 
-def test_sigterm_to_one_process_stops_all_at_one_step(reference):
-    from transformer_jax import workdir as workdir_lib
-
-    root, data_dir = reference
-    (root / "pre").mkdir()
-    procs = _started_and_checkpointed(root, "preempted", data_dir, "pre")
-    procs[1].send_signal(signal.SIGTERM)  # process 1 only
-    codes = _finish_both(procs)
-    logs = _logs(root, "pre")
-    assert codes == [0, 0], logs[0][-2000:] + logs[1][-2000:]
-    status = workdir_lib.read_status(root / "preempted")
-    assert status["state"] == "preempted", status
-    stopped = status["step"]
+def test_sigterm_to_one_process_stops_all_at_one_step(life):
+    got, logs = life["preempted"], _logs(life["root"], "preempted")
+    assert got["codes"] == [0, 0], logs[0][-2000:] + logs[1][-2000:]
+    assert got["status"]["state"] == "preempted", got["status"]
+    stopped = got["status"]["step"]
     assert 5 <= stopped < STEPS
     for log in logs:  # each process saved at the same step
         assert f"saved a checkpoint at step {stopped};" in log, log[-2000:]
-    assert max(checkpoint_steps(root / "preempted")) == stopped
-
-    (root / "pre_resume").mkdir()
-    procs = _start_two_hosts(root / "pre_resume", _args(root, "preempted", data_dir))
-    logs = _logs(root, "pre_resume") if _finish_both(procs) != [0, 0] else None
-    assert logs is None, logs[0][-2000:] + logs[1][-2000:]
-    assert _resumed_from(root / "preempted", stopped)
-    assert workdir_lib.read_status(root / "preempted")["state"] == "finished"
-    _assert_curves_match(root / "single", root / "preempted")
+    assert max(got["checkpoints"]) == stopped
 
 
-def test_a_dead_peer_ends_the_others_in_seconds(reference):
-    from transformer_jax import workdir as workdir_lib
-
-    root, data_dir = reference
-    (root / "dead").mkdir()
-    procs = _started_and_checkpointed(root, "dead_peer", data_dir, "dead")
-    procs[1].kill()  # SIGKILL: no goodbye
-    killed = time.monotonic()
-    code = finish(procs[0], timeout=HEARTBEAT_S * 6)
-    took = time.monotonic() - killed
-    procs[1].wait()
-    log = _logs(root, "dead")[0]
-    assert code == 4, log[-3000:]
-    assert took < HEARTBEAT_S + 10, f"process 0 took {took:.1f} s to exit"
+def test_a_dead_peer_ends_the_others_in_seconds(life):
+    got, log = life["dead_peer"], _logs(life["root"], "dead_peer")[0]
+    assert _resumed_from(life["workdir"], life["preempted"]["status"]["step"]), log[-2000:]
+    assert got["code"] == 4, log[-3000:]
+    assert got["took"] < HEARTBEAT_S + 10, f"process 0 took {got['took']:.1f} s to exit"
     lost = [l for l in log.splitlines() if "lost process" in l and not l.startswith(("E", "I", "W"))]
     assert len(lost) == 1 and lost[0].startswith("process 0: lost process 1 of 2 after step"), log[-3000:]
-    last = max(checkpoint_steps(root / "dead_peer"))
-    assert workdir_lib.read_status(root / "dead_peer")["state"] == "running"
+    assert got["status"]["state"] == "running"
 
-    (root / "dead_resume").mkdir()
-    procs = _start_two_hosts(root / "dead_resume", _args(root, "dead_peer", data_dir))
-    codes = _finish_both(procs)
-    logs = _logs(root, "dead_resume")
-    assert codes == [0, 0], logs[0][-2000:] + logs[1][-2000:]
-    assert _resumed_from(root / "dead_peer", last), logs[0][-2000:]
-    _assert_curves_match(root / "single", root / "dead_peer")
+
+def test_the_same_command_resumes_both_to_the_uninterrupted_curves(life):
+    got, logs = life["resumed"], _logs(life["root"], "resumed")
+    assert got["codes"] == [0, 0], logs[0][-2000:] + logs[1][-2000:]
+    assert _resumed_from(life["workdir"], max(life["dead_peer"]["checkpoints"])), logs[0][-2000:]
+    assert got["status"]["state"] == "finished" and got["status"]["step"] == STEPS
+    _assert_curves_match(life["single"], life["workdir"])
+
+
+def test_two_processes_make_one_run(life):
+    """Both train (data parallel over the two processes' devices); process 0 alone writes the
+    events (one file per pair) and the status; the checkpoints are the run's."""
+    for pair in PAIRS:
+        assert all("data parallel over 2 devices" in log for log in _logs(life["root"], pair)), pair
+    assert len(list(life["workdir"].glob("events.out.tfevents.*"))) == len(PAIRS)
+    got = life["resumed"]["checkpoints"]
+    assert max(got) == STEPS and len(got) == 3, got  # keep_checkpoints=3

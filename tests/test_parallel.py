@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -219,88 +218,3 @@ def test_trainer_device_count_errors_name_the_value(trainer_result):
     assert "train.batch_size=7" in trainer_result["bad_batch_size"]
     assert "multiple of 2" in trainer_result["bad_batch_size"]
     assert not trainer_result["bad_num_devices_wrote"] and not trainer_result["bad_batch_size_wrote"]
-
-
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _listening(pid: int, port: int) -> bool:
-    import psutil
-
-    try:
-        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
-                   for c in psutil.Process(pid).net_connections(kind="tcp"))
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _start_two_hosts(root: Path, args) -> list[subprocess.Popen]:
-    """Process 0 (the coordinator) on a free port, then process 1 once process 0 listens there.
-
-    A port found free may be taken by another program before process 0 binds it: then process 0
-    never listens on it (it fails or waits), and both are started again on a new port, up to
-    three times. Process 1 starts only when the coordinator is up, so it never meets the race.
-    """
-    import time
-
-    from helpers_train import start_main
-
-    for attempt in range(3):
-        port = _free_port()
-        coordinator = [f"--coordinator_address=127.0.0.1:{port}", "--num_processes=2"]
-        first = start_main(args(*coordinator, "--process_id=0"), root / "process_0.log")
-        deadline = time.monotonic() + TIMEOUT_S
-        while first.poll() is None and time.monotonic() < deadline and not _listening(first.pid, port):
-            time.sleep(0.05)
-        if first.poll() is None and _listening(first.pid, port):
-            return [first, start_main(args(*coordinator, "--process_id=1"), root / "process_1.log")]
-        first.kill()
-        first.wait()
-    pytest.fail("the coordinator never listened on a free port\n" +
-                (root / "process_0.log").read_text()[-3000:])
-
-
-@pytest.fixture(scope="module")
-def two_hosts(tmp_path_factory, tj_data_dir) -> dict:
-    """`transformer_jax.main` as a 2-process (multi-host) run on one machine: one CPU device per
-    process, collectives over gloo, both processes on one workdir (a shared filesystem); and the
-    same config as one process, for reference."""
-    from helpers_train import SYNTHETIC, main_args, run_main
-
-    root = tmp_path_factory.mktemp("two_hosts")
-    # The tiny size's 20 steps (eval and checkpoint at 10 and 20): the single-process run then
-    # compiles what the session's other tiny runs compiled (a hit in the compilation cache).
-    overrides = {"train.log_every": 1}
-    single = run_main(main_args(f"{SYNTHETIC}:tiny", root / "single", tj_data_dir, overrides))
-    assert single.returncode == 0, single.stderr[-3000:]
-    procs = _start_two_hosts(root, lambda *extra: main_args(
-        f"{SYNTHETIC}:tiny", root / "multi", tj_data_dir, overrides, *extra))
-    try:
-        codes = [p.wait(timeout=TIMEOUT_S * 2) for p in procs]
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        pytest.fail("2-process run timed out\n" + (root / "process_0.log").read_text()[-3000:])
-    logs = [(root / f"process_{i}.log").read_text() for i in range(2)]
-    return {"root": root, "codes": codes, "logs": logs}
-
-
-def test_two_processes_train_like_one(two_hosts):
-    from transformer_jax import summaries, workdir as workdir_lib
-
-    root, logs = two_hosts["root"], two_hosts["logs"]
-    assert two_hosts["codes"] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
-    assert all("data parallel over 2 devices" in log for log in logs)
-    one, two = (summaries.read_scalars(str(root / name)) for name in ("single", "multi"))
-    for tag in ("train/loss", "eval/loss", "eval/accuracy"):
-        assert [s for s, _ in one[tag]] == [s for s, _ in two[tag]], tag
-        for (step, x), (_, y) in zip(one[tag], two[tag]):
-            assert abs(x - y) <= 1e-5 * max(abs(x), 1e-6), f"{tag} step {step}: {x} vs {y}"
-    # One run: one process wrote the events and the status; both wrote the checkpoints.
-    assert len(list((root / "multi").glob("events.out.tfevents.*"))) == 1
-    assert workdir_lib.read_status(root / "multi")["state"] == "finished"
-    assert sorted(p.name for p in (root / "multi" / "checkpoints").iterdir()) == ["10", "20"]
