@@ -254,8 +254,8 @@ def test_pip_install_without_constraints_runs_the_readme_example(tmp_path):
     python = venv / "bin" / "python"
     uv = Path(sys.executable).parent / "uv"  # scripts/_venv.sh puts it beside .venv's python
     if uv.exists():  # pip's resolve (the wheelhouse) unpacked in seconds, not pip's ~30 s
-        run(uv, "pip", "install", "-q", "--python", python, "--no-index", "--find-links", house,
-            source)
+        run(uv, "pip", "install", "-q", "--link-mode", "hardlink", "--python", python,
+            "--no-index", "--find-links", house, source)
     else:
         run(python, "-m", "pip", "install", "-q", "--no-compile", "--no-index", "--find-links",
             house, source)
