@@ -90,7 +90,7 @@ def _logs(root, pair) -> list[str]:
 @pytest.fixture(scope="module")
 def life(tmp_path_factory, tj_data_dir) -> dict:
     """The three pairs on one workdir, and the same config as one uninterrupted process. Each
-    step's outcome is recorded here and judged by its test."""
+    pair's outcome is recorded here and judged by its own test."""
     from transformer_jax import workdir as workdir_lib
 
     root = tmp_path_factory.mktemp("cluster")
