@@ -110,6 +110,35 @@ def _ignore_closed_loop_callbacks() -> None:
     sys.unraisablehook = hook
 
 
+class _DropOrphanedReads(std_logging.Filter):
+    """Drops asyncio's '... exception was never retrieved' records about one unreadable
+    checkpoint directory, at any later time. A failed restore can leave TensorStore read tasks
+    that are still referenced by pending callbacks on TensorStore's threads: they are freed (and
+    asyncio logs a traceback for each) whenever those threads finish, which under load can be many
+    steps into the resumed run, long after `_quiet_orbax` is gone. Records about anything else,
+    including other checkpoints, still pass."""
+
+    def __init__(self, step_directory: str):
+        super().__init__()
+        self.step_directory = os.path.join(step_directory, "")  # "/.../checkpoints/15/"
+
+    def filter(self, record: std_logging.LogRecord) -> bool:
+        if "exception was never retrieved" not in str(record.msg).split("\n", 1)[0]:
+            return True  # asyncio says 'Task ...' or 'Future ...'
+        error = record.exc_info[1] if record.exc_info else None
+        return self.step_directory not in f"{record.msg} {error}"
+
+
+def _ignore_orphaned_reads(step_directory: str) -> None:
+    """Installs `_DropOrphanedReads` for `step_directory` on the asyncio logger for the rest of
+    the process (once per directory)."""
+    logger = std_logging.getLogger("asyncio")
+    wanted = os.path.join(step_directory, "")
+    if not any(isinstance(f, _DropOrphanedReads) and f.step_directory == wanted
+               for f in logger.filters):
+        logger.addFilter(_DropOrphanedReads(step_directory))
+
+
 def _short_error(error: Exception) -> str:
     """TensorStore errors embed the whole JSON spec of the store; keep the human part."""
     message = str(error).split(" [tensorstore_spec=")[0].strip()
@@ -214,11 +243,13 @@ class Checkpointer:
                     restored = self._manager.restore(step, args=args)
                 except Exception as error:  # noqa: BLE001 - any failure: this step is unusable
                     failure = _short_error(error)
+                    _ignore_orphaned_reads(os.path.join(self.directory, str(step)))
                 else:
                     return step, restored[_STATE], dict(restored[_META])
                 # Orbax's failed gather can orphan asyncio tasks; now that the exception (and the
                 # frames holding them) is gone, collect them while the filter hides their
-                # 'Task exception was never retrieved' tracebacks.
+                # 'Task exception was never retrieved' tracebacks (tasks that TensorStore's
+                # threads still hold are freed later: `_DropOrphanedReads` hides those).
                 gc.collect()
             errors.append(f"step {step}: {failure}")
             older = steps[-i - 2] if i + 1 < len(steps) else "none"
