@@ -257,7 +257,8 @@ def test_divergence_inside_a_multi_step_call_is_found_at_its_step(tmp_path, tj_d
 @pytest.mark.parametrize("norm_type", ["LAYERNORM", "BATCHNORM"])
 def test_stacked_initial_states_equal_each_seed_alone(norm_type):
     """init_states (one vmapped program for every replica) gives, per seed, exactly
-    init_model's parameters, tx.init of them and step 0; replica j of it is take_replica's."""
+    init_model's parameters, tx.init of them and step 0; replica j of it is take_replica's.
+    init_params (head_roles' parameters at init) stacks the same parameters."""
     import jax
     import jax.numpy as jnp
     from conftest import tiny_config
@@ -269,10 +270,12 @@ def test_stacked_initial_states_equal_each_seed_alone(norm_type):
     tx, _ = steps.make_optimizer(TrainConfig())
     seeds = [3, 0, 7]
     _, stacked = train.init_states(model, tx, seeds)
+    stacked_params = train.init_params(model, seeds)
     for j, seed in enumerate(seeds):
         _, params = train.init_model(model, seed)
         expected = {"params": params, "opt_state": tx.init(params), "step": np.int32(0)}
         assert_trees_equal(jax.device_get(train.take_replica(stacked, j)), expected)
+        assert_trees_equal(jax.device_get(train.take_replica(stacked_params, j)), params)
     keys = train.seed_streams(jnp.asarray(seeds, jnp.int32), train.Stream.DROPOUT)
     for j, seed in enumerate(seeds):
         assert np.array_equal(jax.random.key_data(keys[j]),

@@ -160,10 +160,10 @@ def analyse(root: Path, runs: dict, checks: tuple[Check, ...] = ()) -> str:
         restored = restore_variant(dirs)
         weights_fn = attention_weights(restored.graphdef)
         batch, low, high, period = _probe_inputs(restored.run)
+        inits = train.init_params(restored.run.model, restored.seeds)  # [R, ...]
         results[variant] = {}
         for i, seed in enumerate(restored.seeds):
-            params = jax.tree.map(lambda x: x[i], restored.params)
-            _, init = train.init_model(restored.run.model, seed)
+            params, init = (jax.tree.map(lambda x: x[i], p) for p in (restored.params, inits))
             results[variant][seed] = (score_heads(weights_fn, params, batch, low, high, period),
                                       score_heads(weights_fn, init, batch, low, high, period))
     if not results:

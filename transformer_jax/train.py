@@ -110,10 +110,20 @@ def init_states(cfg: ModelConfig, tx, seeds: Sequence[int]) -> tuple[nnx.GraphDe
     One compiled program for all of them (vmapped over the seeds): initializing, stacking and
     the optimizer's zeros eagerly compiled a small program per shape, ~1.5 s per variant."""
     def make(seed):
-        params = _initial_params(cfg, seed_stream(seed, Stream.PARAMS))
+        params = _seed_params(cfg, seed)
         return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
 
     return _graphdef(cfg), jax.jit(jax.vmap(make))(jnp.asarray(seeds, jnp.int32))
+
+
+def init_params(cfg: ModelConfig, seeds: Sequence[int]) -> dict:
+    """init_model's parameters for each of `seeds`, stacked [R, ...], from one compiled program
+    (init_model once per seed traces and looks up a program each time, ~0.5 s)."""
+    return jax.jit(jax.vmap(lambda seed: _seed_params(cfg, seed)))(jnp.asarray(seeds, jnp.int32))
+
+
+def _seed_params(cfg: ModelConfig, seed) -> dict:
+    return _initial_params(cfg, seed_stream(seed, Stream.PARAMS))
 
 
 def _graphdef(cfg: ModelConfig) -> nnx.GraphDef:
