@@ -228,6 +228,19 @@ def test_fail_rate_is_judged_with_an_exact_binomial_interval():
     assert rate("pre", Comparison.FAIL_RATE_AT_LEAST, 0.75).judge(POST_LN).verdict is FAILS
 
 
+def test_rate_and_t_quantiles_are_scipy_stats_own():
+    """study computes them with scipy.special (scipy.stats costs a second to import in every
+    process that writes a report): the same numbers, for every rate of up to 30 runs."""
+    from transformer_jax.study import _t_quantiles, rate_interval
+
+    for n in range(1, 31):
+        for k in range(n + 1):
+            exact = scipy.stats.binomtest(k, n).proportion_ci(0.95, method="exact")
+            assert rate_interval(k, n) == pytest.approx((exact.low, exact.high), abs=1e-9), (k, n)
+    dofs = np.arange(1, 60)
+    assert np.array_equal(_t_quantiles(dofs), scipy.stats.t.ppf(0.975, dofs))
+
+
 def test_fail_rate_counts_diverged_runs_and_reads_the_direction():
     j = rate("blown", Comparison.FAIL_RATE_AT_MOST, 0.5).judge(POST_LN)
     assert j.effect == pytest.approx(1 / 3) and j.diverged == {"blown": (0,)}
