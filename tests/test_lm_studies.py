@@ -18,19 +18,35 @@ EXPERIMENTS = REPO / "experiments"
 LM_STUDIES = ("lm_positions", "lm_scaling", "lm_heads")
 
 
-@pytest.fixture
-def lm_env(monkeypatch, shakespeare_file):
-    monkeypatch.setenv("TJ_SHAKESPEARE", shakespeare_file)
+@pytest.fixture(scope="module")
+def lm_suite(tmp_path_factory, shakespeare_file, tj_data_dir, compilation_cache) -> dict:
+    """The three studies at --size=tiny in one sweep, as `scripts/run.sh --suite=lm` runs them:
+    runs whose configs are the same (lm_scaling's dk16_scaled and lm_heads' h2 are lm_positions'
+    sinusoidal; h1 is dk32_scaled) are trained once and linked. name -> (study, root, reported)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TJ_SHAKESPEARE", shakespeare_file)
+        studies = {name: load_study(EXPERIMENTS / f"{name}.py", "tiny") for name in LM_STUDIES}
+    base = tmp_path_factory.mktemp("lm_suite")
+    for study in studies.values():
+        assert study.suite == "lm" and study.base.data.text_path == shakespeare_file
+        study.base.data.data_dir = tj_data_dir  # the session's prepared data (unlocked base)
+    reported = sweep.run_studies([(s, str(base / n), None) for n, s in studies.items()], (0, 1))
+    return {n: (s, base / n, reported[n]) for n, s in studies.items()}
+
+
+def test_identical_runs_of_the_lm_studies_are_trained_once(lm_suite):
+    linked = {(name, variant): os.readlink(root / variant / "seed_0")
+              for name, (study, root, _) in lm_suite.items() for variant in study.variants
+              if (root / variant / "seed_0").is_symlink()}
+    assert linked == {("lm_scaling", "dk16_scaled"): "../../lm_positions/sinusoidal/seed_0",
+                      ("lm_heads", "h1"): "../../lm_scaling/dk32_scaled/seed_0",
+                      ("lm_heads", "h2"): "../../lm_positions/sinusoidal/seed_0"}, linked
 
 
 @pytest.mark.parametrize("name", LM_STUDIES)
-def test_lm_study_at_tiny_size_writes_its_verdict(tmp_path, lm_env, tj_data_dir,
-                                                  compilation_cache, name):
-    study = load_study(EXPERIMENTS / f"{name}.py", "tiny")
-    assert study.suite == "lm" and study.base.data.text_path == os.environ["TJ_SHAKESPEARE"]
-    study.base.data.data_dir = tj_data_dir  # the session's prepared data (study.base is unlocked)
-    root = tmp_path / name
-    assert sweep.run_studies([(study, str(root), None)], (0, 1))[name]
+def test_lm_study_at_tiny_size_writes_its_verdict(lm_suite, name):
+    study, root, reported = lm_suite[name]
+    assert reported
     for variant, seed in study.runs():
         status = workdir_lib.read_status(root / variant / f"seed_{seed}")
         assert status["state"] == "finished" and "bits_per_char" in status["eval"], status
