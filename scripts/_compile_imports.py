@@ -10,7 +10,7 @@ import pkgutil
 import subprocess
 import sys
 
-USED = ["scipy.stats", "matplotlib.pyplot", "tensorboard.backend.event_processing.event_accumulator"]
+USED = ["scipy.special", "matplotlib.pyplot", "tensorboard.backend.event_processing.event_accumulator"]
 
 
 def import_all(names) -> None:

@@ -7,24 +7,34 @@ VENV="$ROOT/.venv"
 EXTRAS="${1:-}"
 PY="${PYTHON:-python3}"
 UV_VERSION=0.13.9
+PIP_VERSION=23.2.1  # the venv's pip, for the user (what ensurepip of Python 3.11 installs)
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup] creating $VENV" >&2
-  "$PY" -m venv "$VENV"
+  # Without ensurepip's pip (3-4 s of the set-up): uv installs pip below, with the rest.
+  "$PY" -m venv --without-pip "$VENV"
 fi
 STAMP="$VENV/.installed${EXTRAS:+-$EXTRAS}"
 WANT="$(cat "$ROOT/setup.py" "$ROOT/constraints.txt" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "[setup] installing transformer_jax${EXTRAS:+[$EXTRAS]} into $VENV (pinned)" >&2
   # uv (pinned below) installs the pinned set in ~15 s (~4 s linking, ~12 s the bytecode of what
-  # is used), where pip takes 60-70 s on a 2-core machine; pip stays in the venv for the user,
-  # and does the install where uv cannot be had. uv reads no pip config: the find-links pip is
+  # is used), where pip takes 60-70 s on a 2-core machine; uv puts pip (pinned) in the venv for
+  # the user, and pip does the install where uv cannot be had. uv reads no pip config: the find-links pip is
   # configured with (a local torch CPU wheel on some machines) are passed on. Some machines' pip
   # config names local package folders that may not exist: that noise is dropped.
-  [ -x "$VENV/bin/uv" ] || "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
-      "uv==$UV_VERSION" 2>&1 | { grep -v "is neither a file nor a directory" || true; } >&2
+  # uv into the venv by the interpreter's own pip (pip --python); else (that Python has no pip)
+  # by the venv's, from ensurepip.
+  [ -x "$VENV/bin/uv" ] || "$PY" -m pip --python "$VENV/bin/python" install -q \
+      --disable-pip-version-check "uv==$UV_VERSION" >/dev/null 2>&1 || true
+  if [ ! -x "$VENV/bin/uv" ]; then
+    "$VENV/bin/python" -m pip --version >/dev/null 2>&1 ||
+      "$VENV/bin/python" -m ensurepip --default-pip >/dev/null
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION" 2>&1 \
+        | { grep -v "is neither a file nor a directory" || true; } >&2
+  fi
   if [ -x "$VENV/bin/uv" ]; then
     LINKS=()
-    for link in ${PIP_FIND_LINKS:-$("$VENV/bin/python" -m pip config get global.find-links \
+    for link in ${PIP_FIND_LINKS:-$("$PY" -m pip config get global.find-links \
         2>/dev/null || true)}; do
       if [[ -d "$link" || "$link" == *://* ]]; then LINKS+=(--find-links "$link"); fi
     done
@@ -32,12 +42,12 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     # uv copies by default, 22 s of the install's 26 s on this project's machines (links: 4 s).
     "$VENV/bin/uv" pip install -q --link-mode hardlink --python "$VENV/bin/python" \
         -c "$ROOT/constraints.txt" \
-        ${LINKS[@]+"${LINKS[@]}"} -e "$ROOT${EXTRAS:+[$EXTRAS]}" >&2
+        ${LINKS[@]+"${LINKS[@]}"} -e "$ROOT${EXTRAS:+[$EXTRAS]}" "pip==$PIP_VERSION" >&2
     # uv writes no bytecode (pip compiles all ~12,000 files, ~45 s): import what the commands
     # use once with bytecode writing on (~3,000 files), or with PYTHONDONTWRITEBYTECODE set, as
     # on this project's machines, every process would parse its imports from source.
     env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" "$ROOT/scripts/_compile_imports.py" \
-        ${EXTRAS:+torch pytest xdist hypothesis psutil}
+        ${EXTRAS:+torch pytest xdist hypothesis psutil scipy.stats}
   else
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
         -c "$ROOT/constraints.txt" -e "$ROOT${EXTRAS:+[$EXTRAS]}" 2>&1 \
