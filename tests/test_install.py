@@ -250,18 +250,20 @@ def test_pip_install_without_constraints_runs_the_readme_example(tmp_path):
     house = user_wheelhouse(source)
     resolved = time.perf_counter()
     venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", venv)
     python = venv / "bin" / "python"
     uv = Path(sys.executable).parent / "uv"  # scripts/_venv.sh puts it beside .venv's python
     if uv.exists():  # pip's resolve (the wheelhouse) unpacked in seconds, not pip's ~30 s
+        run(sys.executable, "-m", "venv", "--without-pip", venv)  # (ensurepip: 4 s)
         run(uv, "pip", "install", "-q", "--link-mode", "hardlink", "--python", python,
             "--no-index", "--find-links", house, source)
+        listed = run(uv, "pip", "list", "--python", python, "--format=json")
     else:
+        run(sys.executable, "-m", "venv", venv)
         run(python, "-m", "pip", "install", "-q", "--no-compile", "--no-index", "--find-links",
             house, source)
+        listed = run(python, "-m", "pip", "list", "--format=json")
     installed_at = time.perf_counter()
-    names = {canonicalize_name(p["name"]): p["version"]
-             for p in json.loads(run(python, "-m", "pip", "list", "--format=json"))}
+    names = {canonicalize_name(p["name"]): p["version"] for p in json.loads(listed)}
     assert "torch" not in names and "tensorflow" not in names, "a heavy dependency was pulled in"
     reqs = requirements()
     for name in ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint"):
