@@ -25,9 +25,9 @@ SYNTHETIC, LM = "configs/synthetic.py", "configs/lm.py"
 TIMEOUT_S = 120  # per subprocess; a tiny run takes ~10 s with a warm compilation cache
 ABSL_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] ")
 
-# The fault tests' run: the tiny synthetic model for 40 steps, checkpointed every 4, evaluated
+# The fault tests' run: the tiny synthetic model for 24 steps, checkpointed every 4, evaluated
 # after every step (eval only writes summaries; it slows the run enough that signals land mid-run).
-FAULT_OVERRIDES = {"train.num_steps": 40, "train.checkpoint_every": 4, "train.keep_checkpoints": 2,
+FAULT_OVERRIDES = {"train.num_steps": 24, "train.checkpoint_every": 4, "train.keep_checkpoints": 2,
                    "train.eval_every": 1}
 
 
