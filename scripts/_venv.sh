@@ -19,9 +19,10 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "[setup] installing transformer_jax${EXTRAS:+[$EXTRAS]} into $VENV (pinned)" >&2
   # uv (pinned below) installs the pinned set in ~15 s (~4 s linking, ~12 s the bytecode of what
   # is used), where pip takes 60-70 s on a 2-core machine; uv puts pip (pinned) in the venv for
-  # the user, and pip does the install where uv cannot be had. uv reads no pip config: the find-links pip is
-  # configured with (a local torch CPU wheel on some machines) are passed on. Some machines' pip
-  # config names local package folders that may not exist: that noise is dropped.
+  # the user, and pip does the install where uv cannot be had. uv reads no pip config: the
+  # find-links pip is configured with (a local torch CPU wheel on some machines) are passed on.
+  # Some machines' pip config names local package folders that may not exist: that noise is
+  # dropped.
   # uv into the venv by the interpreter's own pip (pip --python); else (that Python has no pip)
   # by the venv's, from ensurepip.
   [ -x "$VENV/bin/uv" ] || "$PY" -m pip --python "$VENV/bin/python" install -q \
