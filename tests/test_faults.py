@@ -3,8 +3,8 @@ bounded checkpoint retention, flat memory over many steps.
 
 The interrupted runs are the tiny synthetic model for 24 steps with a checkpoint every 4 steps
 and an evaluation after every step (FAULT_OVERRIDES): slow enough (a few steps per second) that a
-signal sent after a checkpoint at least 8 steps before the end lands mid-run. Their results are compared bitwise with an
-uninterrupted run of the same config.
+signal sent after a checkpoint at least 8 steps before the end lands mid-run. Their results are
+compared bitwise with an uninterrupted run of the same config.
 """
 from __future__ import annotations
 
