@@ -4,7 +4,7 @@ a small batch, where its batch statistics are noisier.
 
 Run:  python -m transformer_jax.sweep --experiment=experiments/batchnorm.py --workdir=runs/bn
 The second half of the claim does not apply to this implementation, by construction: evaluation
-normalizes with running statistics (`model.norm_type=batchnorm`, `transformer_jax.norms`), so a
+normalizes with running statistics (`model.norm_type=batchnorm`, `transformer_jax.model.norms`), so a
 prediction does not depend on the rest of the evaluation batch; tests/test_batchnorm.py checks
 that exactly (and that in training mode it does depend on it). What remains to measure is the
 cost of normalizing by batch statistics while training: the statistics of a batch of token
@@ -16,7 +16,8 @@ so only the gap between the norms at each batch is compared, never the batches).
 """
 from pathlib import Path
 
-from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
+from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {

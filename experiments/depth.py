@@ -24,8 +24,9 @@ average ≈ 10); results in experiments/results/depth_verdict.md.
 import functools
 from pathlib import Path
 
-from transformer_jax import depth_eval
-from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
+from transformer_jax.studies.analysis import depth as depth_eval
+from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {

@@ -36,9 +36,13 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
-from transformer_jax import head_roles, probes, report, train
-from transformer_jax.model import Transformer, count_params
-from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
+from transformer_jax.studies.analysis import head_roles
+from transformer_jax.studies.analysis import probes
+from transformer_jax.studies import report
+from transformer_jax.train import loop as train
+from transformer_jax.model.transformer import Transformer, count_params
+from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
 ACC = "eval/accuracy"

@@ -21,8 +21,9 @@ length (Press et al. 2021; Kazemnejad et al. 2023 test NoPE on sorting among oth
 """
 from pathlib import Path
 
-from transformer_jax.length_eval import accuracy_by_length
-from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
+from transformer_jax.studies.analysis.length import accuracy_by_length
+from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {  # n: longest training length; symbols >= 4n (no symbol twice in a sequence)

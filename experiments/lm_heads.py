@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from transformer_jax import head_roles
-from transformer_jax.study import Comparison, Expectation, Study, load_module
+from transformer_jax.studies.analysis import head_roles
+from transformer_jax.studies.study import Comparison, Expectation, Study, load_module
 
 HERE = Path(__file__).resolve().parent
 BITS = "eval/bits_per_char"

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import ml_collections
 
-from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
+from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TEXT = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"

@@ -28,8 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from transformer_jax import probes, report
-from transformer_jax.study import Comparison, Expectation, Study, interval_of_mean, load_module
+from transformer_jax.studies.analysis import probes
+from transformer_jax.studies import report
+from transformer_jax.studies.study import (Comparison, Expectation, Study, interval_of_mean,
+                                           load_module)
 
 HERE = Path(__file__).resolve().parent
 BITS = "eval/bits_per_char"

@@ -9,8 +9,9 @@ with no statistics at all, is claimed to match LayerNorm in Pre-LN stacks (Zhu e
 """
 from pathlib import Path
 
-from transformer_jax import probes
-from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
+from transformer_jax.studies.analysis import probes
+from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {

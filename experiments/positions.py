@@ -14,9 +14,10 @@ explained; bidirectional ALiBi variants use different slopes per direction for t
 """
 from pathlib import Path
 
-from transformer_jax import probes
+from transformer_jax.studies.analysis import probes
 from transformer_jax.config import Position
-from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
+from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {

@@ -10,7 +10,8 @@ they do (Wortsman et al. 2023). With QK-norm |q̂·k̂|·scale ≤ max γ_q·max
 """
 from pathlib import Path
 
-from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
+from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {  # steps, d_model (= d_k, one head), layers, learning rates low, mid, high

@@ -7,8 +7,9 @@ nearly one-hot, and its gradient nearly vanishes.
 """
 from pathlib import Path
 
-from transformer_jax import probes
-from transformer_jax.study import Comparison, Expectation, Study, load_config, study_schedule
+from transformer_jax.studies.analysis import probes
+from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {  # steps, d_model (= d_k, one head), learning rates

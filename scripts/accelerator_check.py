@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     size.add_argument("--large", action="store_true", help="also a 12-layer, width-1024 model")
     args = parser.parse_args(argv)
 
-    from transformer_jax.benchmark import accelerator
+    from bench import accelerator
 
     sizes = ({"smoke": accelerator.SMOKE} if args.smoke else
              {"midsize": accelerator.MIDSIZE, **({"large": accelerator.LARGE} if args.large else {})})

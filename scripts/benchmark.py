@@ -28,7 +28,7 @@ sys.path.insert(0, REPO)
 
 
 def _gemm(backend_list: str, smoke: bool) -> int:
-    from transformer_jax.benchmark import gemm
+    from bench import gemm
     backends = [b for b in backend_list.split(",") if b]
     unknown = sorted(set(backends) - set(gemm.BACKENDS))
     if unknown or not backends:
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     parser.add_argument("--text_path", default=os.path.join(REPO, "..", "shared", "data",
                                                             "tinyshakespeare.txt"))
     parser.add_argument("--data_dir", default="", help="TFDS data dir ('' = the project default)")
-    from transformer_jax.benchmark import setups
+    from bench import setups
     lm_train = setups.lm_train()
     parser.add_argument("--steps_per_call", type=int, default=lm_train.steps_per_call,
                         help="also race our step scanned k times per call (1 = skip)")
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     parser.add_argument("--torch_1_thread", type=int, default=1,
                         help="1: also race PyTorch on one thread (telling on a loaded machine)")
     args = parser.parse_args(argv)
-    from transformer_jax import hugepages
+    from transformer_jax.train import hugepages
     if not os.path.isfile(args.text_path):
         print(f"error: --text_path {args.text_path!r} does not exist", file=sys.stderr)
         return 2
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     if args.gemm:
         return _gemm(args.gemm_backends, smoke=args.smoke)
     if args.profile:
-        from transformer_jax.benchmark import profiling
+        from bench import profiling
         names = [n for n in args.profile_variants.split(",") if n] or list(profiling.VARIANTS)
         unknown = sorted(set(names) - set(profiling.VARIANTS))
         if unknown:
@@ -102,7 +102,7 @@ def main(argv=None) -> int:
 
     import jax
     jax.config.update("jax_enable_compilation_cache", False)  # compile times must be real
-    from transformer_jax.benchmark import measure
+    from bench import measure
 
     run = setups.CharLM(microbatches=args.microbatches)
     mid = measure.Midsize()
@@ -249,7 +249,7 @@ def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int, trace_d
     """Traces one step of `name` (one step per call) and prints its kernel table + a JSON line."""
     import jax
 
-    from transformer_jax.benchmark import measure, op_profile, setups
+    from bench import measure, op_profile, setups
 
     if name == "charlm":
         ds = setups.text_dataset(text_path, run.seq_len, 16, data_dir=data_dir)
@@ -298,6 +298,6 @@ def _rows(rows) -> None:
 
 
 if __name__ == "__main__":
-    from transformer_jax import hugepages
+    from transformer_jax.train import hugepages
     hugepages.reexec_if_useful()  # as the trainer runs (both contenders share the process)
     sys.exit(main())

@@ -37,7 +37,7 @@ STAGES = (
     ("flax, optax", "import flax.nnx, optax"),
     ("orbax.checkpoint", "import orbax.checkpoint"),
     ("tensorflow_datasets", "import tensorflow_datasets"),
-    ("tensorboard (event files, hparams)", "import transformer_jax.summaries"),
+    ("tensorboard (event files, hparams)", "import transformer_jax.train.summaries"),
     ("the rest of transformer_jax.main", "import transformer_jax.main"),
     ("text prepared (TFDS array_record)", textwrap.dedent("""\
         from transformer_jax import data as data_lib

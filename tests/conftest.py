@@ -105,7 +105,7 @@ def compilation_cache():
     (a tiny run compiles for ~20 s cold, well under a second warm)."""
     from jax._src import compilation_cache as jax_cache
 
-    from transformer_jax import cli
+    from transformer_jax.train import cli
 
     cli.enable_compilation_cache()
     # If an earlier test already compiled, JAX decided then that no cache is used; ask again.

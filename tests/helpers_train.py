@@ -115,7 +115,7 @@ def tree_hashes(root) -> dict[str, str]:
 def tiny_config(config_file: str = SYNTHETIC, arg: str = "tiny",
                 overrides: dict[str, Any] | None = None):
     """A config file's ConfigDict with dotted `overrides` applied, locked like main's."""
-    from transformer_jax import study
+    from transformer_jax.studies import study
 
     config = study.load_config(REPO / config_file, arg)
     config.unlock()
@@ -135,8 +135,9 @@ def restore_newest(workdir, config) -> tuple[int, dict]:
     trainer saves (params, optimizer state, step)."""
     import jax.numpy as jnp
 
-    from transformer_jax import steps, train
-    from transformer_jax.checkpointing import Checkpointer
+    from transformer_jax.train import steps
+    from transformer_jax.train import loop as train
+    from transformer_jax.train.checkpointing import Checkpointer
 
     run = train.build_run(config)
     _, params = train.init_model(run.model, run.seed)
@@ -356,10 +357,10 @@ BACKGROUND_RUNS = BackgroundRuns()
 
 _SERVER = r'''
 import json, os, runpy, sys
-from transformer_jax import hugepages
+from transformer_jax.train import hugepages
 hugepages.reexec_if_useful()  # as main.py does first; the forks inherit its environment
 import absl.app, absl.flags, absl.logging, ml_collections.config_flags  # noqa: E401 main's imports
-from transformer_jax import cli, parallel, train  # noqa: F401
+from transformer_jax.train import cli, loop, parallel  # noqa: F401
 sys.stderr.flush()
 print("ready", flush=True)
 main_path = os.path.join(os.getcwd(), "transformer_jax", "main.py")

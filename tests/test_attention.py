@@ -15,7 +15,7 @@ from conftest import (assert_close, copy_mha_to_torch, kernel_and_bias,
                       randomize_biases_and_scales)
 from transformer_jax import (MultiHeadAttention, attention_mask, fused_attention,
                              scaled_dot_product_attention)
-from transformer_jax.attention import Mask, attention_logits
+from transformer_jax.model.attention import Mask, attention_logits
 from transformer_jax.config import AttentionImpl
 
 MASK_KINDS = ("none", "causal", "padding", "random")
@@ -237,7 +237,7 @@ def test_fused_kernel_is_cudnn_only_where_cudnn_runs():
     XLA everywhere), and for XLA on CPUs, TPUs, other GPUs, float32 and unsupported head sizes."""
     from types import SimpleNamespace
 
-    from transformer_jax.attention import fused_kernel
+    from transformer_jax.model.attention import fused_kernel
 
     h200 = SimpleNamespace(platform="gpu", device_kind="NVIDIA H200")
     mi300 = SimpleNamespace(platform="gpu", device_kind="AMD Instinct MI300X")

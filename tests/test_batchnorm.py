@@ -14,7 +14,8 @@ from flax import nnx
 
 from conftest import assert_close, randomize_biases_and_scales, tiny_config
 from transformer_jax import Arch, Norm, NormType, Transformer, make_norm
-from transformer_jax.norms import BATCHNORM_MOMENTUM, NORM_EPSILON, TRAINING, BatchNorm, apply_norm
+from transformer_jax.model.norms import (BATCHNORM_MOMENTUM, NORM_EPSILON, TRAINING, BatchNorm,
+                                         apply_norm)
 
 BATCH, LENGTH, D = 3, 5, 8
 LENGTHS = (3, 5, 4)  # real tokens per example, first; example 0 has two padded positions
@@ -133,7 +134,8 @@ def test_running_statistics_go_through_the_train_step_checkpoint_and_evaluation(
     and the run's final eval loss is what evaluating with exactly those statistics gives (with
     the initial 0 and 1 in their place it is another)."""
     import helpers_train
-    from transformer_jax import steps, train
+    from transformer_jax.train import steps
+    from transformer_jax.train import loop as train
 
     config = helpers_train.tiny_config(overrides={
         "model.norm": "pre", "model.norm_type": "batchnorm", "data.data_dir": tj_data_dir,
@@ -168,7 +170,7 @@ def test_running_statistics_go_through_the_train_step_checkpoint_and_evaluation(
 def test_other_norms_keep_no_statistics_so_old_checkpoints_still_restore():
     """The trainer's params gained BatchNorm's statistics only where there is a BatchNorm: for
     every other norm the checkpointed tree is the parameters alone, as before the switch."""
-    from transformer_jax import train
+    from transformer_jax.train import loop as train
 
     for norm_type in (NormType.LAYERNORM, NormType.RMSNORM, NormType.DYT):
         _, params = train.init_model(tiny_config(norm_type=norm_type), 0)
@@ -178,7 +180,8 @@ def test_other_norms_keep_no_statistics_so_old_checkpoints_still_restore():
 
 def test_batchnorm_with_microbatches_is_refused_in_one_line():
     import helpers_train
-    from transformer_jax import ConfigError, train
+    from transformer_jax import ConfigError
+    from transformer_jax.train import loop as train
 
     config = helpers_train.tiny_config(overrides={"model.norm_type": "batchnorm",
                                                   "train.microbatches": 2})

@@ -68,7 +68,7 @@ def test_missing_text_is_a_one_line_error():
 
 
 def test_next_call_size_ends_calls_on_every_boundary():
-    from transformer_jax.steps import next_call_size
+    from transformer_jax.train.steps import next_call_size
 
     def calls(start, stop, k, boundaries):
         sizes, step = [], start
@@ -94,7 +94,8 @@ def test_multi_step_trains_exactly_like_single_steps():
     import numpy as np
 
     from conftest import tiny_config
-    from transformer_jax import steps, train
+    from transformer_jax.train import steps
+    from transformer_jax.train import loop as train
     from transformer_jax.config import TrainConfig
 
     model = tiny_config(num_outputs=13)
@@ -149,7 +150,8 @@ def test_microbatches_make_the_update_of_one_batch():
     import numpy as np
 
     from conftest import tiny_config
-    from transformer_jax import steps, train
+    from transformer_jax.train import steps
+    from transformer_jax.train import loop as train
     from transformer_jax.config import TrainConfig
 
     model = tiny_config(num_outputs=13)
@@ -189,7 +191,7 @@ def test_microbatches_make_the_update_of_one_batch():
 def test_gemm_chains_compute_the_same_thing_in_every_library():
     """The three libraries' chains are the same workload (so their GFLOP/s compare): equal
     outputs and weight gradients after 3 steps."""
-    from transformer_jax.benchmark import gemm
+    from bench import gemm
     shape = gemm.SMOKE_SHAPES[0]
     results = [gemm.jax_chain(shape, 3)(), gemm.torch_chain(shape, 3, threads=1)(),
                gemm.numpy_chain(shape, 3)()]

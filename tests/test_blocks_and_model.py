@@ -16,7 +16,7 @@ from conftest import (PARITY_ATOL, assert_close, copy_mha_to_torch, kernel_and_b
 from transformer_jax import (Arch, AttentionImpl, Block, DType, Head, ModelConfig,
                              MultiHeadAttention, Norm, Position, Transformer, attention_mask,
                              count_params)
-from transformer_jax import positions as pos
+from transformer_jax.model import positions as pos
 
 BATCH, LENGTH = 2, 6
 LENGTHS = np.array([LENGTH, 4])  # the second sequence ends in two padding tokens

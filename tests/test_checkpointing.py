@@ -11,7 +11,7 @@ import optax
 import pytest
 from flax import nnx
 
-from transformer_jax.checkpointing import Checkpointer
+from transformer_jax.train.checkpointing import Checkpointer
 
 from conftest import ORBAX_LATE_CLOSE
 

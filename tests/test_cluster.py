@@ -74,7 +74,7 @@ def _finish_both(procs) -> list[int]:
 
 
 def _assert_curves_match(reference, run) -> None:
-    from transformer_jax import summaries
+    from transformer_jax.train import summaries
 
     one, two = summaries.read_scalars(str(reference)), summaries.read_scalars(str(run))
     for tag in TAGS:
@@ -91,7 +91,7 @@ def _logs(root, pair) -> list[str]:
 def life(tmp_path_factory, tj_data_dir) -> dict:
     """The three pairs on one workdir, and the same config as one uninterrupted process. Each
     pair's outcome is recorded here and judged by its own test."""
-    from transformer_jax import workdir as workdir_lib
+    from transformer_jax.train import workdir as workdir_lib
 
     root = tmp_path_factory.mktemp("cluster")
     workdir = root / "run"

@@ -9,8 +9,12 @@ import numpy as np
 import pytest
 
 from helpers_train import tiny_config
-from transformer_jax import attention, data, steps, summaries, train
-from transformer_jax.model import attention_mask
+from transformer_jax import data
+from transformer_jax.model import attention
+from transformer_jax.train import steps
+from transformer_jax.train import summaries
+from transformer_jax.train import loop as train
+from transformer_jax.model.transformer import attention_mask
 
 
 def test_final_evaluation_reads_the_whole_eval_split(tmp_path, tj_data_dir):
@@ -104,7 +108,7 @@ def test_first_optimizer_step_learns():
 
 
 def test_text_eval_defaults_to_the_whole_held_out_split(shakespeare_file, tj_data_dir):
-    from transformer_jax.study import load_config
+    from transformer_jax.studies.study import load_config
     from helpers_train import REPO
     config = load_config(REPO / "configs/lm.py")
     cfg = config.data.copy_and_resolve_references()

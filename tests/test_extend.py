@@ -17,7 +17,7 @@ OVERRIDES = {"train.log_every": 1}
 @pytest.fixture(scope="module")
 def extended(tmp_path_factory, tj_data_dir):
     """A tiny run trained to its 20 steps, then extended to 30 in process."""
-    from transformer_jax import train
+    from transformer_jax.train import loop as train
 
     workdir = tmp_path_factory.mktemp("extend") / "run"
     config = tiny_config(SYNTHETIC, overrides={"data.data_dir": tj_data_dir, **OVERRIDES})
@@ -27,7 +27,8 @@ def extended(tmp_path_factory, tj_data_dir):
 
 
 def test_extend_continues_a_finished_run(extended):
-    from transformer_jax import summaries, workdir as workdir_lib
+    from transformer_jax.train import summaries
+    from transformer_jax.train import workdir as workdir_lib
     from helpers_train import checkpoint_steps
 
     config, workdir, first, second = extended
@@ -46,7 +47,7 @@ def test_extend_recomputes_the_schedule_and_says_where(extended):
     """The LR before step 20 is the 20-step schedule's, from there on the 30-step one's."""
     import optax
 
-    from transformer_jax import summaries
+    from transformer_jax.train import summaries
 
     config, workdir, _, _ = extended
     lr = dict(summaries.read_scalars(str(workdir))["train/learning_rate"])
@@ -72,8 +73,8 @@ def test_extend_recomputes_the_schedule_and_says_where(extended):
 
 
 def test_other_changes_are_still_refused(extended, tmp_path):
-    from transformer_jax import train
-    from transformer_jax.workdir import WorkdirError
+    from transformer_jax.train import loop as train
+    from transformer_jax.train.workdir import WorkdirError
 
     config, workdir, _, _ = extended
     before = tree_hashes(workdir)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax import workdir as workdir_lib
+from transformer_jax.train import workdir as workdir_lib
 
 from conftest import ORBAX_LATE_CLOSE
 from helpers_train import (FAULT_OVERRIDES, REPO, SYNTHETIC, TIMEOUT_S, assert_trees_equal,
@@ -50,7 +50,7 @@ def _status(workdir) -> dict:
 
 
 def _losses(workdir) -> dict[str, list]:
-    from transformer_jax import summaries
+    from transformer_jax.train import summaries
 
     scalars = summaries.read_scalars(str(workdir))
     return {tag: scalars[tag] for tag in ("train/loss", "eval/loss")}
@@ -182,7 +182,8 @@ def test_memory_stays_flat(tmp_path, tj_data_dir, monkeypatch):
     """250 tiny steps, logging every step: the process's RSS after step 100 grows by < 30 MB."""
     import psutil
 
-    from transformer_jax import steps, train
+    from transformer_jax.train import steps
+    from transformer_jax.train import loop as train
 
     process = psutil.Process()
     rss: list[int] = []

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from transformer_jax import scaled_dot_product_attention
 from transformer_jax.config import ConfigError, ModelConfig
-from transformer_jax.model import Transformer
+from transformer_jax.model.transformer import Transformer
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

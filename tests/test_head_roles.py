@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from transformer_jax import head_roles as hr
+from transformer_jax.studies.analysis import head_roles as hr
 
 
 def _random_weights(rng, shape):  # rows that sum to one: [..., T, T]

@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer_jax import cli, head_roles, sweep
+from transformer_jax.train import cli
+from transformer_jax.studies.analysis import head_roles
+from transformer_jax.studies import sweep
 from transformer_jax.data import DataError, synthetic
-from transformer_jax.model import count_params
-from transformer_jax.study import Study, load_module, load_study
+from transformer_jax.model.transformer import count_params
+from transformer_jax.studies.study import Study, load_module, load_study
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENT = REPO / "experiments/heads.py"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from transformer_jax import hugepages
+from transformer_jax.train import hugepages
 
 REPO = Path(__file__).resolve().parents[1]
 GLIBC = (2, 36)
@@ -47,7 +47,7 @@ def test_thp_mode_reads_the_bracketed_choice(tmp_path):
 def test_entry_point_restarts_once_with_the_tunable():
     """The same command runs again, with the tunable, and only once (no restart loop)."""
     env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "TJ_HUGEPAGES")}
-    code = ("import os, sys; from transformer_jax import hugepages; hugepages.reexec_if_useful(); "
+    code = ("import os, sys; from transformer_jax.train import hugepages; hugepages.reexec_if_useful(); "
             "print('ran', os.environ.get('GLIBC_TUNABLES'), sys.argv[1:])")
     proc = subprocess.run([sys.executable, "-c", code, "arg1"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)

@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 
 import transformer_jax
 from test_readme_example import readme_example
-from transformer_jax import workdir as workdir_lib
+from transformer_jax.train import workdir as workdir_lib
 
 ROOT = Path(__file__).resolve().parents[1]
 # Newer JAX releases the ranges must admit: the GPU image's (README "On a GPU") and the next minor.

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from transformer_jax.study import difference_interval, mean_interval, relative_gap_interval
+from transformer_jax.studies.study import difference_interval, mean_interval, relative_gap_interval
 
 N = 10_000
 SEEDS = (3, 4, 5, 6, 8)  # 3: every study now; more: what the lead may add

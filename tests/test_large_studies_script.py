@@ -47,7 +47,7 @@ def _time_is_up(script: subprocess.Popen) -> None:
 
 
 def _runs(workdir: Path, state: str) -> dict[Path, dict]:
-    from transformer_jax import workdir as workdir_lib
+    from transformer_jax.train import workdir as workdir_lib
 
     found = {d: workdir_lib.read_status(d) for d in sorted(workdir.glob("*/*/seed_*"))}
     return {d: s for d, s in found.items() if s and s["state"] == state}

@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer_jax import cli, length_eval, sweep
+from transformer_jax.train import cli
+from transformer_jax.studies.analysis import length as length_eval
+from transformer_jax.studies import sweep
 from transformer_jax.data import DataError, synthetic
-from transformer_jax.study import Study, load_study
+from transformer_jax.studies.study import Study, load_study
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENT = REPO / "experiments/length_generalization.py"
@@ -112,8 +114,8 @@ def accuracy_by_hand(variant_dir: Path, seeds, lengths) -> dict[tuple[int, int],
     from flax import nnx
 
     from helpers_train import restore_newest
-    from transformer_jax import train
-    from transformer_jax.model import Transformer
+    from transformer_jax.train import loop as train
+    from transformer_jax.model.transformer import Transformer
 
     out, logits_of = {}, None
     for seed in seeds:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax import sweep, workdir as workdir_lib
+from transformer_jax.studies import sweep
+from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.config import ConfigError
-from transformer_jax.study import load_study
+from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = REPO / "experiments"

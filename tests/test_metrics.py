@@ -14,7 +14,7 @@ from flax import nnx
 
 from conftest import tiny_config
 from transformer_jax import Arch, Head, Transformer
-from transformer_jax import steps
+from transformer_jax.train import steps
 
 V = 5  # vocabulary
 

@@ -20,9 +20,9 @@ from helpers_train import SYNTHETIC, error_lines, main_args, run_main
 from transformer_jax import (AttentionImpl, ConfigError, DType, DynamicTanh, ModelConfig,
                              MultiHeadAttention, Norm, NormType, Transformer, attention_mask,
                              make_norm)
-from transformer_jax.attention import Mask
-from transformer_jax.norms import NORM_EPSILON, BatchNorm
-from transformer_jax.study import load_study
+from transformer_jax.model.attention import Mask
+from transformer_jax.model.norms import NORM_EPSILON, BatchNorm
+from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[1]
 BATCH, LENGTH, D_MODEL, HEADS = 2, 6, 16, 2

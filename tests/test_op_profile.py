@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from transformer_jax.benchmark import op_profile
+from bench import op_profile
 
 from helpers_train import BACKGROUND_RUNS
 

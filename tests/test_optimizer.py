@@ -13,7 +13,7 @@ from flax import nnx
 
 from conftest import tiny_config
 from transformer_jax import NormType, Norm, Position, Transformer
-from transformer_jax import steps
+from transformer_jax.train import steps
 from transformer_jax.config import TrainConfig
 
 PEAK, END_FACTOR = 0.1, 0.1

@@ -1,4 +1,4 @@
-"""Data parallelism (transformer_jax.parallel): the unchanged train step on a 2-device mesh trains
+"""Data parallelism (transformer_jax.train.parallel): the unchanged train step on a 2-device mesh trains
 exactly like on one device, and the donated state stays replicated.
 
 The devices are forced host (CPU) devices, which must be configured before JAX starts its
@@ -26,7 +26,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            f" --xla_force_host_platform_device_count={sys.argv[1]}")
 import jax, jax.numpy as jnp, numpy as np
 from jax.sharding import PartitionSpec as P
-from transformer_jax import parallel, steps, train
+from transformer_jax.train import loop as train, parallel, steps
 from transformer_jax.config import ModelConfig, TrainConfig
 
 NUM_STEPS, BATCH, LENGTH, VOCAB = 10, 8, 12, 13
@@ -130,7 +130,7 @@ def test_bad_sizes_are_clear_errors(result):
 
 
 def test_distributed_arguments_are_checked():
-    from transformer_jax import parallel
+    from transformer_jax.train import parallel
 
     with pytest.raises(ValueError, match="all of coordinator"):
         parallel.maybe_initialize_distributed("localhost:1234", None, 0)
@@ -146,7 +146,8 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
 data_dir, root = sys.argv[2], sys.argv[3]
 import jax
 from absl import logging
-from transformer_jax import study, summaries, train
+from transformer_jax.studies import study
+from transformer_jax.train import loop as train, summaries
 from transformer_jax.config import ConfigError
 logging.set_verbosity(logging.INFO)
 

@@ -7,7 +7,7 @@ import types
 import numpy as np
 import pytest
 
-from transformer_jax import plots
+from transformer_jax.studies import plots
 
 VARIANTS = ["post", "pre", "no_norm", "post_no_warmup", "pre_no_warmup", "pre_dyt", "pre_rms"]
 METRICS = ("eval/accuracy", "eval/loss", "train/grad_norm", "attention/entropy/layer_00")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import assert_close, max_abs_diff, tiny_config
 from transformer_jax import Arch, Position, Transformer
-from transformer_jax import positions as pos
+from transformer_jax.model import positions as pos
 
 # --- sinusoidal ---------------------------------------------------------------------------------
 

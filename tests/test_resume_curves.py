@@ -23,7 +23,7 @@ UNLOGGED = {"train/steps_per_sec"}  # wall-clock: differs between any two runs
 
 
 def curves(workdir) -> dict[str, list[tuple[int, float]]]:
-    from transformer_jax import summaries
+    from transformer_jax.train import summaries
 
     return {tag: points for tag, points in summaries.read_scalars(str(workdir)).items()
             if tag not in UNLOGGED}
@@ -31,7 +31,8 @@ def curves(workdir) -> dict[str, list[tuple[int, float]]]:
 
 def test_resumed_curves_hold_each_step_once_and_equal_the_uninterrupted_run(tmp_path,
                                                                           tj_data_dir):
-    from transformer_jax import train, workdir as workdir_lib
+    from transformer_jax.train import loop as train
+    from transformer_jax.train import workdir as workdir_lib
 
     config = tiny_config(overrides={"data.data_dir": tj_data_dir, "train.log_every": 1,
                                     "train.eval_every": 5, "train.checkpoint_every": CHECKPOINT})

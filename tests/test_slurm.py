@@ -61,7 +61,8 @@ def test_report_job_and_bad_arrays():
 
 
 def test_two_shards_at_once_train_disjoint_runs_and_one_report(tmp_path, tj_data_dir):
-    from transformer_jax import summaries, workdir as workdir_lib
+    from transformer_jax.train import summaries
+    from transformer_jax.train import workdir as workdir_lib
 
     command, root = sweep_command(tmp_path, tj_data_dir, jobs=1)
     args = command[3:]  # --experiment, --workdir, --jobs

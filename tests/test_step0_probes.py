@@ -1,4 +1,4 @@
-"""The step-0 probes of `transformer_jax.probes`, each run on a tiny model and held to the
+"""The step-0 probes of `transformer_jax.studies.analysis.probes`, each run on a tiny model and held to the
 mechanism it measures (or to an independent computation of its number)."""
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import optax
 import pytest
 from flax import nnx
 
-from transformer_jax import Norm, Position, Transformer, probes
+from transformer_jax import Norm, Position, Transformer
+from transformer_jax.studies.analysis import probes
 
 pytestmark = pytest.mark.usefixtures("compilation_cache")
 

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from transformer_jax import summaries
+from transformer_jax.train import summaries
 
 
 @pytest.fixture(autouse=True)
@@ -134,7 +134,7 @@ def test_writing_summaries_does_not_import_torch(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys\nfrom transformer_jax import summaries\n"
+    code = ("import sys\nfrom transformer_jax.train import summaries\n"
             f"w = summaries.SummaryWriter({str(tmp_path)!r})\n"
             "w.scalars(1, {'train/loss': 1.0})\nw.close()\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\n"

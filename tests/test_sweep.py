@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax import cli, report, sweep, workdir as workdir_lib
+from transformer_jax.train import cli
+from transformer_jax.studies import report
+from transformer_jax.studies import sweep
+from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.config import ConfigError
-from transformer_jax.study import Comparison, Expectation, Verdict, load_study
+from transformer_jax.studies.study import Comparison, Expectation, Verdict, load_study
 from tiny_study import tiny_study
 
 REPO = Path(__file__).resolve().parents[1]

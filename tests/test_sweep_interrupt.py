@@ -1,4 +1,4 @@
-"""Ctrl-C to a sweep with worker processes (`transformer_jax.jobs`), sent as a terminal sends it:
+"""Ctrl-C to a sweep with worker processes (`transformer_jax.studies.jobs`), sent as a terminal sends it:
 SIGINT to the whole foreground process group (workers ignore it; the sweep relays it).
 
 The first Ctrl-C asks every worker to save a checkpoint and stop (`preempted`), and the sweep
@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from transformer_jax import workdir as workdir_lib
+from transformer_jax.train import workdir as workdir_lib
 
 from conftest import ORBAX_LATE_CLOSE
 from helpers_train import (REPO, TIMEOUT_S, checkpoint_steps, sweep_command, sweep_logs,

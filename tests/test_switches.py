@@ -11,8 +11,8 @@ from flax import nnx
 
 from conftest import assert_close, max_abs_diff, randomize_biases_and_scales, tiny_config
 from transformer_jax import Arch, Block, Norm, Position, Transformer, attention_mask
-from transformer_jax import model as model_lib
-from transformer_jax.blocks import dropout
+from transformer_jax.model import transformer as model_lib
+from transformer_jax.model.blocks import dropout
 
 BATCH, LENGTH, D_MODEL = 2, 5, 16
 PLACEMENTS = [Norm.POST, Norm.PRE, Norm.NONE]

@@ -96,7 +96,7 @@ def test_printed_tensorboard_command_runs_in_a_fresh_shell(sweep):
 
 def test_verbosity_brings_the_log_back_to_the_terminal(tmp_path, capfd):
     from absl import logging
-    from transformer_jax import cli
+    from transformer_jax.train import cli
 
     handler = logging.get_absl_handler()
     installed = handler in std_logging.root.handlers
@@ -124,7 +124,7 @@ def test_main_log_waits_for_the_run(tmp_path):
     """main's log file appears only once `ready` (the run has started): bad input leaves none,
     and the lines before are kept."""
     from absl import logging
-    from transformer_jax import cli
+    from transformer_jax.train import cli
 
     workdir = tmp_path / "run"
     ready = lambda: (workdir / "config.json").exists()

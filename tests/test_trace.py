@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import assert_close
-from transformer_jax import trace as trace_cli
-from transformer_jax import trace_steps as ts
+from transformer_jax.explain import trace as trace_cli
+from transformer_jax.explain import steps as ts
 from transformer_jax.config import ConfigError, Norm, Position
 
 ATOL = 1e-4  # float32 against float64 on scores of size ~3

@@ -47,7 +47,7 @@ def lm_run(shakespeare_file):
 def straight_run(tmp_path_factory, tj_data_dir):
     """The tiny synthetic config trained in-process for its 20 steps, one step per call, one
     microbatch (the defaults): (status, workdir). Tests may read it, never change it."""
-    from transformer_jax import train
+    from transformer_jax.train import loop as train
 
     workdir = tmp_path_factory.mktemp("straight") / "run"
     config = tiny_config(overrides={"data.data_dir": tj_data_dir})
@@ -82,7 +82,7 @@ def test_tiny_run_through_main(tiny_run):
 
 
 def test_tensorboard_readback(tiny_run):
-    from transformer_jax import summaries
+    from transformer_jax.train import summaries
 
     _, proc, workdir, bits = tiny_run
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -144,7 +144,8 @@ class _StopAfterStep10:
 
 def test_resume_equals_uninterrupted(tmp_path, tj_data_dir, monkeypatch, straight_run):
     """20 steps straight vs 10, stop, restart, 10 more (same config): equal parameters, bitwise."""
-    from transformer_jax import summaries, train
+    from transformer_jax.train import summaries
+    from transformer_jax.train import loop as train
 
     config = tiny_config(overrides={"data.data_dir": tj_data_dir})
     straight, straight_dir = straight_run
@@ -183,7 +184,7 @@ def test_divergence_stops_the_run(tmp_path, tj_data_dir):
     last = status["last_finite_metrics"]
     assert last and all(math.isfinite(v) for v in last.values()), last
     # the last finite metrics were logged at the step before (log_every=1)
-    from transformer_jax import summaries
+    from transformer_jax.train import summaries
 
     scalars = summaries.read_scalars(str(workdir))
     assert scalars["train/loss"][-1] == (step - 1, pytest.approx(last["train/loss"]))
@@ -197,7 +198,9 @@ def test_divergence_stops_the_run(tmp_path, tj_data_dir):
 def test_diverging_variant_does_not_stop_a_sweep(tmp_path, tj_data_dir):
     import csv
 
-    from transformer_jax import study as study_lib, sweep, workdir as workdir_lib
+    from transformer_jax.studies import study as study_lib
+    from transformer_jax.studies import sweep
+    from transformer_jax.train import workdir as workdir_lib
 
     study = study_lib.Study(
         name="divergence", claim="one variant diverges", published="-",
@@ -215,7 +218,8 @@ def test_diverging_variant_does_not_stop_a_sweep(tmp_path, tj_data_dir):
 def test_steps_per_call_trains_like_one_step_per_call(tmp_path, tj_data_dir, straight_run):
     """train.steps_per_call=4: calls of 4 steps (and of 1 up to each log/eval/checkpoint step)
     give the curves, evaluations and checkpoints of one step per call, to float rounding."""
-    from transformer_jax import summaries, train
+    from transformer_jax.train import summaries
+    from transformer_jax.train import loop as train
 
     status, one_per_call = straight_run  # k=1, m=1
     assert status["state"] == "finished" and status["step"] == STEPS
@@ -241,7 +245,7 @@ def test_steps_per_call_trains_like_one_step_per_call(tmp_path, tj_data_dir, str
 def test_divergence_inside_a_multi_step_call_is_found_at_its_step(tmp_path, tj_data_dir):
     """A NaN in the middle of a 5-step call stops the run at that step, as one step per call does,
     and no checkpoint is written at or after it."""
-    from transformer_jax import train
+    from transformer_jax.train import loop as train
 
     steps = {}
     for k in (1, 5):
@@ -263,7 +267,8 @@ def test_stacked_initial_states_equal_each_seed_alone(norm_type):
     import jax.numpy as jnp
     from conftest import tiny_config
 
-    from transformer_jax import steps, train
+    from transformer_jax.train import steps
+    from transformer_jax.train import loop as train
     from transformer_jax.config import NormType, TrainConfig
 
     model = tiny_config(norm_type=NormType[norm_type])

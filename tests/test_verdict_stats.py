@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from transformer_jax import report
+from transformer_jax.studies import report
 from transformer_jax.config import ConfigError
-from transformer_jax.study import (Comparison, Expectation, Study, Verdict, interval_of_mean,
-                                   seeds_to_settle, seeds_to_settle_rate, settle_note)
+from transformer_jax.studies.study import (Comparison, Expectation, Study, Verdict,
+                                           interval_of_mean, seeds_to_settle, seeds_to_settle_rate,
+                                           settle_note)
 
 HOLDS, FAILS, UNSURE = Verdict.HOLDS, Verdict.FAILS, Verdict.INCONCLUSIVE
 T2 = scipy.stats.t.ppf(0.975, 2)  # 4.303: the t quantile at 3 seeds
@@ -231,7 +232,7 @@ def test_fail_rate_is_judged_with_an_exact_binomial_interval():
 def test_rate_and_t_quantiles_are_scipy_stats_own():
     """study computes them with scipy.special (scipy.stats costs a second to import in every
     process that writes a report): the same numbers, for every rate of up to 30 runs."""
-    from transformer_jax.study import _t_quantiles, rate_interval
+    from transformer_jax.studies.study import _t_quantiles, rate_interval
 
     for n in range(1, 31):
         for k in range(n + 1):

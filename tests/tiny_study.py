@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from transformer_jax.study import Comparison, Expectation, Study, load_config
+from transformer_jax.studies.study import Comparison, Expectation, Study, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 

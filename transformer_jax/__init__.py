@@ -3,14 +3,14 @@
     from transformer_jax import scaled_dot_product_attention, MultiHeadAttention, Transformer
 """
 from transformer_jax._version import __version__
-from transformer_jax.attention import (AttentionProbe, Mask, MultiHeadAttention, fused_attention,
-                                       scaled_dot_product_attention)
-from transformer_jax.blocks import Block, FeedForward
+from transformer_jax.model.attention import (AttentionProbe, Mask, MultiHeadAttention,
+                                             fused_attention, scaled_dot_product_attention)
+from transformer_jax.model.blocks import Block, FeedForward
 from transformer_jax.config import (Arch, AttentionImpl, ConfigError, DType, Head, ModelConfig,
                                     Norm, NormType, Position)
-from transformer_jax.model import (Transformer, attention_mask, count_params,
-                                   structured_attention_mask)
-from transformer_jax.norms import DynamicTanh, make_norm
+from transformer_jax.model.transformer import (Transformer, attention_mask, count_params,
+                                               structured_attention_mask)
+from transformer_jax.model.norms import DynamicTanh, make_norm
 
 __all__ = [
     "Arch", "AttentionImpl", "AttentionProbe", "Block", "ConfigError", "DType", "DynamicTanh",

@@ -18,7 +18,7 @@ class ConfigError(ValueError):
 
 
 class Position(enum.Enum):
-    """Positional scheme, grouped by where it acts (see `transformer_jax.positions`)."""
+    """Positional scheme, grouped by where it acts (see `transformer_jax.model.positions`)."""
 
     SINUSOIDAL = "sinusoidal"  # added to the embeddings, fixed (Vaswani et al. 2017)
     LEARNED = "learned"  # added to the embeddings, trained table
@@ -36,7 +36,7 @@ class Norm(enum.Enum):
 
 
 class NormType(enum.Enum):
-    """What sits in the places `Norm` chooses (see `transformer_jax.norms`)."""
+    """What sits in the places `Norm` chooses (see `transformer_jax.model.norms`)."""
 
     LAYERNORM = "layernorm"  # γ·(x − mean)/std + β   (Ba et al. 2016)
     RMSNORM = "rmsnorm"  # γ·x/rms(x)              (Zhang & Sennrich 2019)

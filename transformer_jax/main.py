@@ -18,13 +18,17 @@ import time
 from pathlib import Path
 
 if __name__ == "__main__":  # first: glibc reads its tunables only when a process starts
-    from transformer_jax import hugepages
+    from transformer_jax.train import hugepages
     hugepages.reexec_if_useful()
 
 from absl import app, flags
 from ml_collections import config_flags
 
-from transformer_jax import cli, parallel, terminal, train, workdir as workdir_lib
+from transformer_jax.train import cli
+from transformer_jax.train import parallel
+from transformer_jax.studies import terminal
+from transformer_jax.train import loop as train
+from transformer_jax.train import workdir as workdir_lib
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file path[:args].",
                                           lock_config=True)

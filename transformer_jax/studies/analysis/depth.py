@@ -18,7 +18,9 @@ from typing import Mapping
 
 import numpy as np
 
-from transformer_jax import probes, report, study
+from transformer_jax.studies.analysis import probes
+from transformer_jax.studies import report
+from transformer_jax.studies import study
 from transformer_jax.config import Norm
 
 METRIC = "eval/accuracy"

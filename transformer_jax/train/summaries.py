@@ -33,7 +33,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 from tensorboard.plugins.hparams import summary_v2 as hparams_summary
 from tensorboard.util import tb_logging, tensor_util
 
-from transformer_jax.workdir import CONFIG_FILE
+from transformer_jax.train.workdir import CONFIG_FILE
 
 HParamValue = bool | int | float | str
 

@@ -24,9 +24,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from transformer_jax.benchmark import measure
+from bench import measure, worker_env
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 YNN_FUSION_TYPE = "--xla_cpu_experimental_ynn_fusion_type="  # + which fusions go to YNNPACK
 _ONE_DOT = "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"
 BACKENDS: dict[str, str] = {  # name -> XLA_FLAGS of its worker
@@ -157,10 +156,9 @@ def run(backends: list[str], smoke: bool = False, repeats: int = 5, rounds: int 
 
     for round_index in range(rounds):
         for name in backends:
-            env = dict(os.environ, XLA_FLAGS=BACKENDS[name], PYTHONPATH=os.pathsep.join(
-                filter(None, [_REPO, os.environ.get("PYTHONPATH")])))
+            env = worker_env(dict(os.environ, XLA_FLAGS=BACKENDS[name]))
             proc = subprocess.run(
-                [sys.executable, "-m", "transformer_jax.benchmark.gemm", "--worker",
+                [sys.executable, "-m", "bench.gemm", "--worker",
                  "--repeats", str(repeats)] + (["--smoke"] if smoke else []),
                 env=env, capture_output=True, text=True, timeout=1800)
             if proc.returncode:

@@ -14,7 +14,8 @@ import jax.numpy as jnp
 import ml_collections
 
 from transformer_jax import data as data_lib
-from transformer_jax import steps, train
+from transformer_jax.train import steps
+from transformer_jax.train import loop as train
 from transformer_jax.config import ModelConfig, TrainConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -41,7 +42,7 @@ class CharLM:
 
 def lm_train():
     """configs/lm.py's train section: the benchmark races the trainer as configured."""
-    from transformer_jax.study import load_config
+    from transformer_jax.studies.study import load_config
     return load_config(os.path.join(REPO, "configs", "lm.py")).train
 
 

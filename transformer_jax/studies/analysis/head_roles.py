@@ -31,8 +31,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from transformer_jax import probes, train
-from transformer_jax.length_eval import restore_variant
+from transformer_jax.studies.analysis import probes
+from transformer_jax.train import loop as train
+from transformer_jax.studies.analysis.length import restore_variant
 
 PREVIOUS_TOKEN, INDUCTION = 0.5, 0.3  # role thresholds (Olsson et al. call 0.3+ prefix matching strong)
 ROLES = ("previous-token", "induction", "other")

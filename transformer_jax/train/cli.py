@@ -150,7 +150,7 @@ def fail(message: str) -> None:
 def user_errors() -> tuple[type[Exception], ...]:
     from transformer_jax.config import ConfigError
     from transformer_jax.data import DataError
-    from transformer_jax.workdir import WorkdirError
+    from transformer_jax.train.workdir import WorkdirError
     return ConfigError, DataError, WorkdirError
 
 

@@ -18,8 +18,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Optional, Sequence, TextIO
 
-from transformer_jax.cli import LOG_FILE
-from transformer_jax.study import Study
+from transformer_jax.train.cli import LOG_FILE
+from transformer_jax.studies.study import Study
 
 TENSORBOARD_PORT = 6006
 VERDICT_WORDS = ("holds", "does not hold", "inconclusive")  # study.Verdict's values

@@ -27,8 +27,9 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from transformer_jax import steps, train
-from transformer_jax.checkpointing import Checkpointer
+from transformer_jax.train import steps
+from transformer_jax.train import loop as train
+from transformer_jax.train.checkpointing import Checkpointer
 from transformer_jax.data import synthetic
 
 EVAL_SEED = 7_000_001  # examples per length: np.random.default_rng([EVAL_SEED, length])

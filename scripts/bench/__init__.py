@@ -11,3 +11,12 @@
 - `multistep`: S seeds in one vmapped program (k steps per call are in `steps`).
 Candidates measured and not adopted are the README's tables, not code here.
 """
+
+import os
+
+SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # holds this package
+
+
+def worker_env(env: dict) -> dict:
+    """`env` with this package importable, for `python -m bench.X` worker processes."""
+    return dict(env, PYTHONPATH=os.pathsep.join(filter(None, [SCRIPTS, env.get("PYTHONPATH")])))

@@ -24,10 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_jax import attention as att
-from transformer_jax.benchmark import measure, setups
+from transformer_jax.model import attention as att
+from bench import measure, setups
 from transformer_jax.config import TrainConfig
-from transformer_jax.model import structured_attention_mask
+from transformer_jax.model.transformer import structured_attention_mask
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 

@@ -16,12 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from transformer_jax import positions as pos
-from transformer_jax.attention import (MultiHeadAttention, attention_logits,
-                                       scaled_dot_product_attention)
-from transformer_jax.blocks import Block
+from transformer_jax.model import positions as pos
+from transformer_jax.model.attention import (MultiHeadAttention, attention_logits,
+                                             scaled_dot_product_attention)
+from transformer_jax.model.blocks import Block
 from transformer_jax.config import Arch, ConfigError, ModelConfig, Norm, Position, parse_enum
-from transformer_jax.model import attention_mask, count_params
+from transformer_jax.model.transformer import attention_mask, count_params
 
 VOCAB = ("dog", "bites", "man", "the", "a", "cat", "sees", "bird", "big", "small", "chases", "runs")
 MAX_WORDS = 12

@@ -59,8 +59,8 @@ def run_probes(study, root: Path) -> str:
 
 def execute(task: Task, study, progress_bar: bool = True) -> list[dict]:
     """Runs one task; returns the statuses of its runs ([] for probes)."""
-    from transformer_jax import cli
-    from transformer_jax.train import train_replicas
+    from transformer_jax.train import cli
+    from transformer_jax.train.loop import train_replicas
 
     root = Path(task.root)
     if task.variant is None:
@@ -89,7 +89,7 @@ def run_tasks(tasks: Sequence[Task], studies: dict, jobs: int,
     # Probes first (seconds; a study's verdict waits for them), then the longest variants: the
     # last to end is short.
     ordered = sorted(tasks, key=lambda t: (t.variant is not None, -t.cost))
-    from transformer_jax import cli
+    from transformer_jax.train import cli
     with _Pool(jobs, cli.terminal_level()) as pool:
         futures = {pool.submit(_execute_in_worker, t): t for t in ordered}
         running = set(futures)
@@ -168,21 +168,22 @@ def _init_worker(terminal_level: int) -> None:
         if os.getppid() == 1:  # the parent died before prctl took effect
             os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which relays it
-    from transformer_jax import parallel
+    from transformer_jax.train import parallel
     parallel.remember_sigterm()  # an idle worker lives on until the pool's shutdown ends it
     # On a GPU, JAX would give each process 75 % of its memory up front: N workers could not.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     flags.FLAGS.mark_as_parsed()  # workers read no flags; absl logs without complaint
     logging.use_absl_handler()  # the parent's log format (time, file:line)
-    from transformer_jax import cli
+    from transformer_jax.train import cli
     cli.set_terminal_level(terminal_level)  # the parent's: --verbosity reaches the workers
     cli.enable_compilation_cache()
     cli.quiet_progress_bars()
 
 
 def _execute_in_worker(task: Task) -> list[dict]:
-    from transformer_jax import parallel, study as study_lib
-    from transformer_jax import workdir as workdir_lib
+    from transformer_jax.train import parallel
+    from transformer_jax.studies import study as study_lib
+    from transformer_jax.train import workdir as workdir_lib
     if parallel.sigterm_before_training():  # the sweep is stopping: start nothing new
         root = Path(task.root) / (task.variant or "")
         return [workdir_lib.read_status(root / f"seed_{s}") or {"state": "preempted", "step": 0}

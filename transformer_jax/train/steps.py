@@ -16,7 +16,7 @@ import optax
 from flax import nnx
 
 from transformer_jax.config import Head, ModelConfig, TrainConfig
-from transformer_jax.norms import TRAINING
+from transformer_jax.model.norms import TRAINING
 
 Array = jax.Array
 Batch = dict[str, Array]

@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from transformer_jax import jobs, workdir as workdir_lib
-from transformer_jax.plots import plot_curves
-from transformer_jax.study import (Comparison, Expectation, INTERVAL_METHOD, Judgement, RATES,
-                                   Study, Verdict, interval_of_mean)
-from transformer_jax.summaries import read_scalars
+from transformer_jax.studies import jobs
+from transformer_jax.train import workdir as workdir_lib
+from transformer_jax.studies.plots import plot_curves
+from transformer_jax.studies.study import (Comparison, Expectation, INTERVAL_METHOD, Judgement,
+                                           RATES, Study, Verdict, interval_of_mean)
+from transformer_jax.train.summaries import read_scalars
 
 Curve = list[tuple[int, float]]
 

@@ -26,12 +26,13 @@ from absl import logging
 from flax import nnx
 
 from transformer_jax import data as data_lib
-from transformer_jax import parallel, steps
-from transformer_jax import workdir as workdir_lib
-from transformer_jax.checkpointing import Checkpointer
+from transformer_jax.train import parallel
+from transformer_jax.train import steps
+from transformer_jax.train import workdir as workdir_lib
+from transformer_jax.train.checkpointing import Checkpointer
 from transformer_jax.config import ConfigError, Head, ModelConfig, NormType, TrainConfig
-from transformer_jax.model import VARIABLES, Transformer
-from transformer_jax.summaries import NullWriter, SummaryWriter, attention_map_image
+from transformer_jax.model.transformer import VARIABLES, Transformer
+from transformer_jax.train.summaries import NullWriter, SummaryWriter, attention_map_image
 
 FINISHED, DIVERGED, PREEMPTED = "finished", "diverged", "preempted"
 

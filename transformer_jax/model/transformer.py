@@ -15,12 +15,12 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from transformer_jax import positions as pos
-from transformer_jax.attention import AttentionProbe, Mask
-from transformer_jax.blocks import Block, compute_dtype, dropout, norm_layer
+from transformer_jax.model import positions as pos
+from transformer_jax.model.attention import AttentionProbe, Mask
+from transformer_jax.model.blocks import Block, compute_dtype, dropout, norm_layer
 from transformer_jax.config import Head, ModelConfig, Norm, Position
-from transformer_jax.dense import Dense
-from transformer_jax.norms import apply_norm
+from transformer_jax.model.dense import Dense
+from transformer_jax.model.norms import apply_norm
 
 Array = jax.Array
 UNROLL_MAX_LAYERS = 6  # deeper stacks are a loop: compile time flat in depth

@@ -23,7 +23,7 @@ LAYER_NORM_EPSILON = 1e-5
 
 
 def sinusoidal_table(length: int, d_model: int) -> torch.Tensor:
-    """The same table as `transformer_jax.positions.sinusoidal_table`: [length, d_model]."""
+    """The same table as `transformer_jax.model.transformer.positions.sinusoidal_table`: [length, d_model]."""
     pos = torch.arange(length, dtype=torch.float32)[:, None]
     two_i = torch.arange(0, d_model, 2, dtype=torch.float32)[None, :]
     angle = pos / torch.pow(10000.0, two_i / d_model)

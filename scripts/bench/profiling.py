@@ -22,6 +22,8 @@ import tempfile
 import time
 from typing import Any, Callable
 
+from bench import worker_env
+
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
@@ -49,8 +51,8 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
     """Builds one variant of the charlm step; returns run(n) that trains n more steps."""
     import jax
 
-    from transformer_jax import steps
-    from transformer_jax.benchmark import setups
+    from transformer_jax.train import steps
+    from bench import setups
 
     lm_train = setups.lm_train()
     kind, _, passes = kind.partition("_mb")  # _mbN: train.microbatches=N, not configs/lm.py's
@@ -69,7 +71,7 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
     if kind.startswith("torch"):
         import torch
 
-        from transformer_jax.benchmark import torch_reference as ref
+        from bench import torch_reference as ref
         torch.set_num_threads(2 if kind == "torch2" else 1)
         trainer = ref.TorchTrainer(
             ref.TorchGPT.from_params(jax.device_get(ours.state["params"]), model.num_heads),
@@ -130,11 +132,11 @@ def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int) -> No
 class Worker:
     def __init__(self, name: str, text_path: str, data_dir: str, warm_steps: int):
         variant = VARIANTS[name]
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        env = worker_env(dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
         self.name = name
         self.stderr = tempfile.TemporaryFile("w+")  # read back if the worker dies
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "transformer_jax.benchmark.profiling", "--worker", variant.kind,
+            [sys.executable, "-m", "bench.profiling", "--worker", variant.kind,
              "--text_path", text_path, "--data_dir", data_dir, "--warm_steps", str(warm_steps)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
             env=env)
@@ -172,7 +174,7 @@ def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 
     At most `group_size` workers live at once (each holds ~0.7 GB); every group includes the
     baseline, and each variant's ratio is to the baseline of its own group and rounds.
     """
-    from transformer_jax.benchmark import setups
+    from bench import setups
     # the dataset the workers read (_make_runner's), prepared once, here, not by several at once
     setups.text_dataset(text_path, setups.CharLM.seq_len, setups.CharLM.eval_windows,
                         data_dir=data_dir)

@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_jax import steps
-from transformer_jax.benchmark import multistep, setups
+from transformer_jax.train import steps
+from bench import multistep, setups
 
 Log = Callable[[str], None]
 
@@ -169,7 +169,7 @@ class OursRunner:
 
 class TorchRunner:
     def __init__(self, params: Any, model, tcfg, ds, batch_size: int, threads: int = 2):
-        from transformer_jax.benchmark import torch_reference as ref
+        from bench import torch_reference as ref
         self.ref, self.ds, self.batch_size, self.threads = ref, ds, batch_size, threads
         self.trainer = ref.TorchTrainer(
             ref.TorchGPT.from_params(params, model.num_heads), learning_rate=tcfg.learning_rate,

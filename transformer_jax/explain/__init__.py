@@ -1,0 +1,1 @@
+"""The explainer's arithmetic on a real example: `python -m transformer_jax.trace`."""

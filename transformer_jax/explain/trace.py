@@ -1,0 +1,278 @@
+r"""Trace one attention step by hand: python -m transformer_jax.trace "dog bites man"
+
+Prints the numbers of the project's own modules on a tiny example, in five parts: the four steps
+(x -> Q, K, V -> Q·Kᵀ -> ÷√d_k -> softmax -> weights·V) and one token's view of them; why ÷√d_k;
+the shapes of multi-head attention at d_model 512; what positions change; the causal mask and
+one block. Flags: --d_model, --heads, --seed, --token (the flow view's word or position),
+--position (of the input vectors), --norm (placement in the block), --plot FILE (a PNG).
+The numbers come from `trace_steps`; this file only prints and draws them.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from absl import flags
+
+from transformer_jax.train import cli
+from transformer_jax.config import Position
+
+_D_MODEL = flags.DEFINE_integer("d_model", 8, "Width of the token vectors.")
+_HEADS = flags.DEFINE_integer("heads", 2, "Attention heads; must divide --d_model.")
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of the weights and of part 2's random q, k.")
+_TOKEN = flags.DEFINE_string("token", None, "The flow view's token: a word of the sentence or "
+                             "its 0-based position (default: the last word).")
+_POSITION = flags.DEFINE_string("position", "sinusoidal", "Positions of the input vectors "
+                                "(parts 1, 5): sinusoidal, learned, rotary, alibi or none.")
+_NORM = flags.DEFINE_string("norm", "post", "Norm placement in part 5's block: post, pre, none.")
+_PLOT = flags.DEFINE_string("plot", None, "Also draw the trace into this PNG file.")
+
+WIDTH = 7  # characters per number
+
+
+def nums(values, width: int = WIDTH, digits: int = 2) -> str:
+    return "".join(f"{float(v):{width}.{digits}f}" for v in np.ravel(values))
+
+
+def table(rows, labels, columns=None, label_width: int = 12, **fmt) -> list[str]:
+    """Aligned rows of numbers, each after its label; `columns` heads the number columns."""
+    head = [" " * label_width + "".join(f"{c:>{WIDTH}}" for c in columns)] if columns else []
+    return head + [f"{label:<{label_width}}{nums(row, **fmt)}" for label, row in zip(labels, rows)]
+
+
+def per_head(matrices, words, extra=None) -> list[str]:
+    """[H, T, T] as one table: rows 'h0 dog' (head, query), columns the keys."""
+    heads = len(matrices)
+    rows = [np.append(m, extra[h][i]) if extra is not None else m
+            for h in range(heads) for i, m in enumerate(matrices[h])]
+    labels = [f"  h{h} {w}" for h in range(heads) for w in words]
+    return table(rows, labels, list(words) + (["sum"] if extra is not None else []))
+
+
+X_NOTE = {Position.SINUSOIDAL: " + sinusoidal positions", Position.LEARNED: " + learned positions"}
+
+
+def part_steps(trace, n) -> list[str]:
+    steps, words, d_k = n["steps"], trace.words, trace.d_model // trace.heads
+    labels = [f"  {w}" for w in words]
+    out = [f'1. The four steps on "{" ".join(words)}": d_model {trace.d_model}, {trace.heads} '
+           f"heads of d_k {d_k}, {trace.position.value} positions, seed {trace.seed}",
+           f"x = embedding·√{trace.d_model}{X_NOTE.get(trace.position, '')}   "
+           f"[T, d_model] = {list(steps['x'].shape)}", *table(steps["x"], labels)]
+    for name, symbol in (("query", "q"), ("key", "k"), ("value", "v")):
+        bias = steps[f"bias_{name}"]
+        note = f"b_{symbol} = 0" if not bias.any() else f"b_{symbol} = [{nums(bias).strip()}]"
+        out += [f"W_{symbol} [d_model, d_model] ({note})",
+                *table(steps[f"kernel_{name}"], [f"  row {r}" for r in range(trace.d_model)])]
+    rotary = trace.position is Position.ROTARY
+    for name in ("q", "k", "v"):
+        then = " (then rotated by position)" if rotary and name != "v" else ""
+        out += [f"{name.upper()} = x·W_{name} + b, split into heads{then}   [T, H, d_k] = "
+                f"{list(steps[name].shape)}: h0 | h1 ...",
+                *[f"  {w:<10}" + " |".join(nums(h) for h in row)
+                  for w, row in zip(words, steps[name])]]
+    bias = " + ALiBi bias" if trace.position is Position.ALIBI else ""
+    difference = np.max(np.abs(steps["module_output"] - steps["output"]))
+    out += ["Step 1. Q·Kᵀ: each query (row) against each key (column)   [H, T, T]",
+            *per_head(steps["raw"], words),
+            f"Step 2. ÷√d_k = ×{d_k ** -0.5:.3f}{bias}", *per_head(steps["scaled"], words),
+            "Step 3. softmax, row by row: each row sums to 1",
+            *per_head(steps["weights"], words, steps["row_sums"]),
+            "Step 4. weights·V: each token's new vector, heads concatenated   [T, d_model]",
+            *table(steps["heads"].reshape(len(words), -1), labels),
+            "then W_o mixes the heads: output = concat·W_o + b_o", *table(steps["output"], labels),
+            f"  (MultiHeadAttention(x) itself: max |difference| {difference:.1g})"]
+    return out + part_flow(trace, n)
+
+
+def part_flow(trace, n) -> list[str]:
+    f, steps, i = n["flow"], n["steps"], trace.token_index
+    word, out, key_width = trace.words[i], [], WIDTH * steps["k"].shape[-1] + 2
+    for h in range(trace.heads):
+        out += [f'The flow for "{word}" (token {i}), head {h}: query q = '
+                f'[{nums(f["query"][h]).strip()}]',
+                f"  {'key':<8}{'k':^{key_width}}{'q·k':>{WIDTH}}{'÷√d_k':>{WIDTH}}"
+                f"{'weight':>{WIDTH}}   weight·v"]
+        for j, key in enumerate(trace.words):
+            out.append(f"  {key:<8}[{nums(steps['k'][j, h])} ]{nums(f['raw'][h, j])}"
+                       f"{nums(f['scaled'][h, j])}{nums(f['weights'][h, j])}"
+                       f"   [{nums(f['shares'][h, j])} ]")
+        out.append(f"  {'sum':<8}{' ' * (key_width + 2 * WIDTH)}{nums(f['weights'][h].sum())}"
+                   f"   [{nums(f['blend'][h])} ] = new")
+    return out
+
+
+def part_scale(n) -> list[str]:
+    rows, (queries, keys) = n["scale"], n["scale_samples"]
+    out = [f"2. Why ÷√d_k: {queries} random unit-variance q, each against {keys} keys k",
+           f"   softmax over the keys (uniform: entropy ln {keys} = {np.log(keys):.2f}, "
+           f"max weight {1 / keys:.3f});",
+           "   |∂softmax/∂s|: Frobenius norm of its Jacobian (autodiff), mean over the queries",
+           f"  {'':>6}{'var(q·k)':^16}{'max weight':^16}{'entropy':^16}{'|∂softmax/∂s|':>14}",
+           f"  {'d_k':>6}" + f"{'raw':>8}{'scaled':>8}" * 4]
+    for d, r in rows.items():
+        out.append(f"  {d:>6}" + "".join(f"{float(r[f'{s}_{kind}']):8.3f}" for s in
+                                          ("var", "max_weight", "entropy", "grad")
+                                          for kind in ("raw", "scaled")))
+    return out + ["  raw: variance ≈ d_k, the softmax saturates (max weight → 1, entropy → 0) and",
+                  "  its gradient shrinks; scaled: variance ≈ 1 and the same softmax at every d_k"]
+
+
+SYMBOLS = {"x": "[B, T, d_model]", "W_q": "[d_model, d_model]", "Q = x·W_q": "[B, T, d_model]",
+           "Q split into heads": "[B, T, h, d_k]", "Q·Kᵀ ÷√d_k": "[B, h, T, T]",
+           "softmax weights": "[B, h, T, T]", "weights·V": "[B, T, h, d_k]",
+           "heads concatenated": "[B, T, h·d_k]", "W_o": "[d_model, d_model]",
+           "output": "[B, T, d_model]"}
+
+
+def part_shapes(shapes) -> list[str]:
+    (heads, many), (_, one) = shapes["params"].items()
+    d_model = shapes["shapes"]["x"][-1]
+    out = [f"3. Multi-head shapes: d_model {d_model}, {heads} heads of {d_model // heads} (B = 1)"]
+    out += [f"  {name:<22}{symbol:<22}{shapes['shapes'][name]}" for name, symbol in SYMBOLS.items()]
+    formula = 4 * d_model ** 2 + 4 * d_model
+    return out + [f"  parameters: {heads} heads of {d_model // heads}: {many:,}   1 head of "
+                  f"{d_model}: {one:,}   (4·{d_model}² + 4·{d_model} = {formula:,})"]
+
+
+def part_positions(trace, n, table_rows: int = 4) -> list[str]:
+    p, words = n["permutation"], trace.words
+    reversed_words = " ".join(words[::-1])
+    none = p["outputs"][Position.NONE.value]
+    show = min(4, trace.d_model)
+    out = [f'4. Positions: "{reversed_words}" is "{" ".join(words)}" reordered by perm = '
+           f"{p['perm'].tolist()}",
+           f"  block outputs without positions (first {show} of {trace.d_model} numbers):",
+           f"  {'':<10}{'out(sentence)[perm]':<{WIDTH * show + 3}}out(reversed)"]
+    out += [f"  {w:<10}{nums(a[:show])}   {nums(b[:show])}"
+            for w, a, b in zip(words[::-1], none["output"][p["perm"]], none["reversed"])]
+    out.append("  max |out(reversed) − out(sentence)[perm]| by positional scheme:")
+    notes = {Position.NONE: "float32 rounding only: the same sums, taken in the other order",
+             Position.ALIBI: "reversing keeps every distance |i − j|: ALiBi's bias cannot tell"}
+    for position in Position:
+        diff = p["max_diff"][position.value]
+        out.append(f"    {position.value:<12}{diff:9.2g}   {notes.get(position, '')}".rstrip())
+    rows = min(table_rows, len(words))
+    out += [f"  sinusoidal table PE[pos, :] (first {rows} rows)",
+            *table(n["sinusoidal"][:rows], [f"    pos {r}" for r in range(rows)])]
+    r = n["rotary"]
+    out += [f'  rotary: q of "{words[r["i"]]}" and k of "{words[r["j"]]}" (head 0), rotated to '
+            "positions:",
+            f"    {'shift':<7}{'(q, k) at':<12}{'q·k':>9}      {'(q, k) at':<12}{'q·k':>9}"]
+    i, j = int(r["i"]), int(r["j"])
+    out += [f"    {s:<7}{f'({i + s}, {j + s})':<12}{both:9.4f}      "
+            f"{f'({i + s}, {j})':<12}{alone:9.4f}"
+            for s, both, alone in zip(r["shift"].tolist(), r["both_move"], r["query_moves"])]
+    return out + ["    both move: the score is unchanged (only the offset counts); q alone: it changes"]
+
+
+def part_block(trace, n, stages) -> list[str]:
+    from transformer_jax.explain.steps import rms
+    c, words = n["causal"], trace.words
+    upper = c["weights"][:, np.triu_indices(len(words), 1)[0], np.triu_indices(len(words), 1)[1]]
+    out = [f"5. The causal mask, and one block ({trace.norm.value}-norm, LayerNorm)",
+           "  mask (1 = query row may attend to key column)",
+           *table(c["mask"].astype(float), [f"    {w}" for w in words], list(words), digits=0),
+           "  the block's attention weights under the mask",
+           *per_head(c["weights"], words),
+           f"  upper triangle (the future): max weight {upper.max() if upper.size else 0.0:g}, exactly",
+           "  residual stream scale through the block: RMS over d_model, mean over tokens",
+           f"    {'x (block input)':<44}{'':>{WIDTH}}{rms(c['x']).mean():{WIDTH}.3f}",
+           f"    {'':<44}{'in':>{WIDTH}}{'out':>{WIDTH}}"]
+    for name, label in stages:
+        out.append(f"    {label:<44}{rms(c[name + '/in']).mean():{WIDTH}.3f}"
+                   f"{rms(c[name + '/out']).mean():{WIDTH}.3f}")
+    return out + [f"    {'block output':<44}{'':>{WIDTH}}{rms(c['output']).mean():{WIDTH}.3f}"]
+
+
+STAGE_LABELS = {"norm_before_attention": "LayerNorm before attention (pre)",
+                "attention": "attention",
+                "norm_after_attention": "Add & LayerNorm: norm(x + attention)",
+                "norm_before_feed_forward": "LayerNorm of x + attention, before FFN (pre)",
+                "feed_forward": "feed-forward",
+                "norm_after_feed_forward": "Add & LayerNorm: norm(x + FFN)"}
+
+
+def format_trace(trace, n, shapes) -> str:
+    """The whole trace as text: `n` from trace_steps.trace_numbers, `shapes` from head_shapes."""
+    stages = [(s, STAGE_LABELS[s]) for s in STAGE_LABELS if f"{s}/in" in n["causal"]]
+    parts = [part_steps(trace, n), part_scale(n), part_shapes(shapes), part_positions(trace, n),
+             part_block(trace, n, stages)]
+    return "\n\n".join("\n".join(p) for p in parts)
+
+
+def plot(path: str, trace, n) -> None:
+    """Heatmaps of head 0's scores, scaled scores, weights and causal weights, and the
+    permutation demonstration, in one figure."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    words, steps, p = trace.words, n["steps"], n["permutation"]
+    none, sinus = p["outputs"][Position.NONE.value], p["outputs"][Position.SINUSOIDAL.value]
+    diff = lambda o: np.abs(o["reversed"] - o["output"][p["perm"]])  # noqa: E731
+    score_range = (min(steps["raw"][0].min(), 0), max(steps["raw"][0].max(), 0))
+    fig, axes = plt.subplots(2, 4, figsize=(13, 6))
+    # (data, title, key labels or None for output dimensions, colour limits)
+    panels = [(steps["raw"][0], "Q·Kᵀ (head 0)", score_range),
+              (steps["scaled"][0], "÷√d_k (same colour scale)", score_range),
+              (steps["weights"][0], "softmax weights (rows sum to 1)", (0, 1)),
+              (n["causal"]["weights"][0], "causal mask: weights", (0, 1)),
+              (none["output"][p["perm"]], "no positions: out(sentence)[perm]", None),
+              (none["reversed"], "no positions: out(reversed)", None),
+              (diff(none), f"|difference|, no positions (max {diff(none).max():.1g})",
+               (0, diff(sinus).max())),
+              (diff(sinus), f"|difference|, sinusoidal (max {diff(sinus).max():.2f})",
+               (0, diff(sinus).max()))]
+    for index, (ax, (data, title, limits)) in enumerate(zip(axes.flat, panels)):
+        image = ax.imshow(data, cmap="viridis", aspect="auto",
+                          **(dict(vmin=limits[0], vmax=limits[1]) if limits else {}))
+        fig.colorbar(image, ax=ax, fraction=0.046)
+        ax.set_title(title, fontsize=9)
+        attention = index < 4
+        rows = words if attention else words[::-1]
+        ax.set_yticks(range(len(rows)), rows)
+        ax.set_ylabel("query" if attention else "token of the reversed sentence")
+        if attention:
+            ax.set_xticks(range(len(words)), words)
+            ax.set_xlabel("key")
+            for (i, j), value in np.ndenumerate(data):
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8, color="w")
+        else:
+            ax.set_xlabel("output dimension")
+    fig.suptitle(f'"{" ".join(words)}": d_model {trace.d_model}, {trace.heads} heads, '
+                 f"seed {trace.seed}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=72)
+    plt.close(fig)
+
+
+def run(trace, plot_path=None) -> str:
+    from transformer_jax.explain import steps as trace_steps
+    _, n = trace_steps.trace_numbers(trace)
+    text = format_trace(trace, n, trace_steps.head_shapes(length=len(trace.words)))
+    if plot_path:
+        plot(plot_path, trace, n)
+    return text
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's parsing with its errors as one line; the words of the sentence are the arguments."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        if "--debug" in argv:
+            raise
+        cli.fail(" ".join(str(e).split()))
+
+
+def main(argv):
+    from transformer_jax.explain.steps import TraceConfig
+    cli.enable_compilation_cache()  # a second trace of the same sizes loads its two programs
+    with cli.user_errors_exit():
+        trace = TraceConfig(" ".join(argv[1:]), d_model=_D_MODEL.value, heads=_HEADS.value,
+                            seed=_SEED.value, token=_TOKEN.value, position=_POSITION.value,
+                            norm=_NORM.value)
+        print(run(trace, _PLOT.value))
+    sys.exit(0)
+

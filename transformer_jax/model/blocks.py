@@ -1,0 +1,92 @@
+"""A Transformer block: attention and a position-wise feed-forward net, each wrapped in a
+residual connection and a norm whose placement (`model.norm`) and function (`model.norm_type`:
+LayerNorm, RMSNorm, Dynamic Tanh or BatchNorm, `transformer_jax.model.norms`) are config choices.
+
+Norm placement is three optional norms per sub-layer pair, so the forward pass reads like the
+diagram for every variant:
+
+    post:  x = norm(x + attn(x));        x = norm(x + ffn(x))
+    pre:   x = x + attn(norm(x));        x = x + ffn(norm(x))      (+ a final norm after the stack)
+    none:  x = x + attn(x);              x = x + ffn(x)
+and `residual=False` drops the "x +". Every norm sees which tokens are real (`token_mask`);
+only BatchNorm, whose statistics span the batch, uses it.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from transformer_jax.model.attention import AttentionProbe, Mask, MultiHeadAttention, QKTransform
+from transformer_jax.config import ModelConfig, Norm
+from transformer_jax.model.dense import Dense
+from transformer_jax.model.norms import apply_norm, make_norm
+
+Array = jax.Array
+
+
+def compute_dtype(cfg: ModelConfig):
+    return jnp.dtype(cfg.dtype.value)
+
+
+def norm_layer(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.Module:
+    """The norm over d_model that `cfg.norm_type` names (LayerNorm, RMSNorm, DyT or BatchNorm)."""
+    return make_norm(cfg.norm_type, cfg.d_model, dtype=compute_dtype(cfg), rngs=rngs)
+
+
+def dropout(x: Array, rate: float, key: Optional[Array]) -> Array:
+    """Inverted dropout; key=None (evaluation) or rate=0 is the identity."""
+    if key is None or rate == 0.0:
+        return x
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), 0.0).astype(x.dtype)
+
+
+class FeedForward(nnx.Module):
+    """FFN(x) = max(0, x·W1 + b1)·W2 + b2, applied to each position alone."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        dtype = compute_dtype(cfg)
+        self.hidden = Dense(cfg.d_model, cfg.d_ff, dtype=dtype, rngs=rngs)
+        self.output = Dense(cfg.d_ff, cfg.d_model, dtype=dtype, rngs=rngs)
+        self.rate = cfg.dropout
+
+    def __call__(self, x: Array, key: Optional[Array] = None) -> Array:
+        return self.output(dropout(jax.nn.relu(self.hidden(x)), self.rate, key))  # [B, T, D]
+
+
+class Block(nnx.Module):
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        self.attention = MultiHeadAttention(
+            cfg.d_model, cfg.num_heads, attn_scale=cfg.attn_scale, qk_norm=cfg.qk_norm,
+            implementation=cfg.attention, dtype=compute_dtype(cfg), rngs=rngs)
+        self.feed_forward = FeedForward(cfg, rngs=rngs)
+        pre, post = cfg.norm is Norm.PRE, cfg.norm is Norm.POST
+        self.norm_before_attention = norm_layer(cfg, rngs) if pre else None
+        self.norm_after_attention = norm_layer(cfg, rngs) if post else None
+        self.norm_before_feed_forward = norm_layer(cfg, rngs) if pre else None
+        self.norm_after_feed_forward = norm_layer(cfg, rngs) if post else None
+        self.residual = cfg.residual
+        self.rate = cfg.dropout
+
+    def __call__(self, x: Array, *, mask: Optional[Array | Mask] = None,
+                 bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None,
+                 key: Optional[Array] = None, probe: bool = False,
+                 token_mask: Optional[Array] = None) -> tuple[Array, Optional[AttentionProbe]]:
+        """x [B, T, D], token_mask [B, T] (True = real token) -> ([B, T, D], attention probe if
+        asked)."""
+        keys = [None] * 3 if key is None else list(jax.random.split(key, 3))
+        norm = lambda module, x: apply_norm(module, x, token_mask)  # noqa: E731
+        y, found = self.attention(norm(self.norm_before_attention, x), mask=mask, bias=bias,
+                                  qk_transform=qk_transform, probe=probe)
+        y = dropout(y, self.rate, keys[0])
+        x = x + y if self.residual else y  # the residual switch
+        x = norm(self.norm_after_attention, x)
+
+        y = self.feed_forward(norm(self.norm_before_feed_forward, x), keys[1])
+        y = dropout(y, self.rate, keys[2])
+        x = x + y if self.residual else y
+        x = norm(self.norm_after_feed_forward, x)
+        return x, found

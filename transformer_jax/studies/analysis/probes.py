@@ -1,0 +1,144 @@
+"""Step-0 probes: the mechanisms behind each claim, measured at initialization in seconds.
+
+- `score_scale`: var(q·k) grows like d_k; dividing by √d_k keeps it at 1, and the softmax out of
+  saturation (max weight, entropy).
+- `grad_norm_by_depth`: per-layer gradient norms of post- vs pre-norm stacks (Xiong et al. 2020).
+- `token_similarity_by_depth`: how alike token representations become layer by layer, with and
+  without residuals (rank collapse, Dong et al. 2021).
+- `permutation_gap`: an encoder without positions is permutation-equivariant; with any scheme it
+  is not.
+Each returns rows (for a markdown table) and can draw a PNG.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from transformer_jax.config import Arch, ModelConfig, Norm, Position
+from transformer_jax.model.transformer import Transformer, attention_mask
+from transformer_jax.model.positions import sinusoidal_table
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows])
+
+
+def score_scale(head_dims: Sequence[int] = (16, 64, 256), length: int = 64, samples: int = 4096,
+                seed: int = 0) -> list[tuple]:
+    """Unit-variance random q, k: var(q·k), and the softmax over `length` keys, scaled or not.
+
+    Rows: (d_k, var(q·k), var(q·k/√d_k), max weight unscaled, max weight scaled, normalized
+    entropy unscaled, normalized entropy scaled).
+    """
+    rows = []
+    for d in head_dims:
+        kq, kk = jax.random.split(jax.random.key(seed + d))
+        q = jax.random.normal(kq, (samples // length, 1, d))  # [S, 1, d]
+        k = jax.random.normal(kk, (samples // length, length, d))  # [S, T, d]
+        scores = jnp.einsum("sqd,skd->sqk", q, k)[:, 0]  # [S, T]
+        stats = []
+        for scale in (1.0, d ** -0.5):
+            w = jax.nn.softmax(scores * scale, axis=-1)
+            entropy = -jnp.sum(w * jnp.log(w + 1e-30), -1) / jnp.log(length)
+            stats.append((float(w.max(-1).mean()), float(entropy.mean())))
+        rows.append((d, float(scores.var()), float((scores * d ** -0.5).var()),
+                     stats[0][0], stats[1][0], stats[0][1], stats[1][1]))
+    return rows
+
+
+def _tiny(**overrides) -> ModelConfig:
+    base = dict(vocab_size=32, num_outputs=32, d_model=64, num_heads=4, num_layers=2, d_ff=256,
+                arch=Arch.DECODER, position=Position.SINUSOIDAL)
+    return ModelConfig(**{**base, **overrides})
+
+
+def _batch(cfg: ModelConfig, batch: int = 16, length: int = 32, seed: int = 0):
+    tokens = jax.random.randint(jax.random.key(seed), (batch, length + 1), 1, cfg.vocab_size)
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def layer_grad_norms(cfg: ModelConfig, seed: int = 0) -> np.ndarray:
+    """Per-layer gradient norm [num_layers] of the LM loss on random tokens, at initialization."""
+    inputs, targets = _batch(cfg, seed=seed)
+
+    @jax.jit
+    def norms(key):
+        graphdef, params = nnx.split(Transformer(cfg, rngs=nnx.Rngs(params=key)), nnx.Param)
+
+        def loss(params):
+            logits, _ = nnx.merge(graphdef, params)(inputs)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
+
+        grads = nnx.to_pure_dict(jax.grad(loss)(params))["layers"]
+        return jnp.sqrt(sum(jnp.sum(jnp.square(g).reshape(cfg.num_layers, -1), 1)
+                            for g in jax.tree.leaves(grads)))
+
+    return np.asarray(norms(jax.random.key(seed)))
+
+
+def grad_norm_by_depth(depths: Sequence[int] = (2, 4, 6, 8, 12)) -> dict[str, dict[int, np.ndarray]]:
+    """{'post': {depth: per-layer norms}, 'pre': {...}}."""
+    return {norm.value: {d: layer_grad_norms(_tiny(norm=norm, num_layers=d)) for d in depths}
+            for norm in (Norm.POST, Norm.PRE)}
+
+
+def token_similarity_by_depth(residual: bool, depth: int = 12, seed: int = 0,
+                              norm: Norm = Norm.PRE) -> np.ndarray:
+    """Mean pairwise cosine similarity of token vectors after each layer: [depth + 1] (0 = input)."""
+    cfg = _tiny(num_layers=depth, residual=residual, norm=norm, arch=Arch.ENCODER)
+    model = Transformer(cfg, rngs=nnx.Rngs(params=seed))
+    inputs, _ = _batch(cfg, seed=seed)
+    x = model.embed(inputs) * cfg.d_model ** 0.5  # [B, T, D], as in Transformer.__call__
+    x = x + sinusoidal_table(x.shape[1], cfg.d_model)
+    graphdef, stacked = nnx.split(model.layers.blocks)
+    sims = [_mean_cosine(x)]
+    for layer in range(depth):
+        block = nnx.merge(graphdef, jax.tree.map(lambda p: p[layer], stacked))
+        x, _ = block(x, mask=attention_mask(None, x.shape[1], causal=False))
+        sims.append(_mean_cosine(x))
+    return np.asarray(sims)
+
+
+def _mean_cosine(x: jax.Array) -> float:
+    unit = x / (jnp.linalg.norm(x, axis=-1, keepdims=True) + 1e-9)  # [B, T, D]
+    sim = jnp.einsum("btd,bsd->bts", unit, unit)
+    t = x.shape[1]
+    return float((sim.sum((1, 2)) - t).mean() / (t * (t - 1)))
+
+
+def permutation_gap(position: Position, seed: int = 0) -> float:
+    """max |f(P·x) - P·f(x)| for a bidirectional encoder (0 = exactly permutation-equivariant)."""
+    cfg = _tiny(arch=Arch.ENCODER, position=position)
+    model = Transformer(cfg, rngs=nnx.Rngs(params=seed))
+    inputs, _ = _batch(cfg, batch=4, length=12, seed=seed)
+    perm = np.random.default_rng(seed).permutation(inputs.shape[1])
+    out, _ = model(inputs)
+    out_perm, _ = model(inputs[:, perm])
+    return float(jnp.abs(out_perm - out[:, perm]).max())
+
+
+def plot_lines(path: Path, series: dict[str, tuple[Sequence[float], Sequence[float]]], *,
+               title: str, xlabel: str, ylabel: str, logy: bool = False) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    for label, (x, y) in series.items():
+        ax.plot(x, y, marker="o", label=label)
+    if logy:
+        ax.set_yscale("log")
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)

@@ -1,0 +1,260 @@
+r"""The sweep behind `python -m transformer_jax.sweep` --experiment=experiments/NAME.py --workdir=DIR
+
+`--experiment=experiments/` (a directory) runs every study in it of one suite (`--suite`:
+main = the generated-data studies, the default; lm = the real-text ones; depth = deep stacks,
+BatchNorm and heads; all), each into
+DIR/<name>, and writes DIR/report.md linking their verdicts and plots (what scripts/run.sh
+does). A single experiment file runs whatever its suite.
+
+Runs every variant × seed into DIR/<variant>/seed_<n> (one TensorBoard logdir:
+`tensorboard --logdir DIR` overlays them), the seeds of a variant side by side in one compiled
+program (`train.train_replicas`); skips finished runs, resumes partial ones, then writes
+curves.png, summary.csv, summary.md and verdict.md.
+`--shard=i/n` runs every n-th run starting at i (cluster array jobs); the report is written
+by whichever shard finds every run ended. `--jobs=N` trains N variants at once in worker
+processes (`transformer_jax.studies.jobs`), longest first.
+
+The terminal gets one line per finished variant, each study's verdict as it is written, a
+summary table and the TensorBoard command (`transformer_jax.studies.terminal`); each variant's full log
+is DIR/<variant>/train.log, and `--verbosity=0` shows it on the terminal too.
+"""
+import functools
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from absl import flags, logging
+
+from transformer_jax.train import cli
+from transformer_jax.studies import jobs as jobs_lib
+from transformer_jax.studies import report
+from transformer_jax.studies import study as study_lib
+from transformer_jax.studies import terminal
+from transformer_jax.train import workdir as workdir_lib
+from transformer_jax.train.loop import PREEMPTED, check_config, has_ended
+
+_EXPERIMENT = flags.DEFINE_string("experiment", None,
+                                  "Experiment file (experiments/scaling.py) or a directory of them.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Directory of the study (one run per sub-dir).")
+_SIZE = flags.DEFINE_string("size", "default", "default (2-core CPU) | large (GPU/TPU) | tiny (smoke).")
+_SHARD = flags.DEFINE_string("shard", "0/1", "i/n: run only every n-th run, starting at i.")
+_JOBS = flags.DEFINE_integer("jobs", 1, "Worker processes: variants trained at once (2 on a "
+                             "2-core CPU: scripts/run.sh).")
+_SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --experiment run: "
+                             "main (generated data) | lm (real text) | depth (deep stacks, BatchNorm, heads) | all. "
+                             "A file ignores it.")
+flags.mark_flags_as_required(["experiment", "workdir"])
+STUDY_ORDER = ("scaling", "positions", "residuals", "norm_placement", "length_generalization",
+               "lm_positions", "lm_scaling", "depth")
+SUITES = ("main", "lm", "depth", "all")  # 'all': every study, whatever its suite
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(x) for x in text.split("/"))
+    except ValueError:
+        index, count = -1, 0
+    if not 0 <= index < count:
+        raise study_lib.ConfigError(f"--shard={text!r} must be i/n with 0 <= i < n, e.g. 0/4")
+    return index, count
+
+
+def run_study(study: study_lib.Study, workdir: str, shard: tuple[int, int] = (0, 1),
+              progress: Optional[terminal.JobProgress] = None) -> bool:
+    """Runs this shard's share of the study in this process; writes the report once every run
+    has ended. Returns whether the report was written."""
+    return run_studies([(study, workdir, None)], shard, progress=progress)[study.name]
+
+
+def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard: tuple[int, int],
+                jobs: int = 1, size: str = "default",
+                progress: Optional[terminal.JobProgress] = None) -> dict[str, bool]:
+    """(study, workdir, experiment file) each: its runs as tasks (`jobs`), each study's report
+    as soon as its last run ends. Returns study name -> whether its report was written.
+    `progress` prints a line per variant and each verdict (a new one on stdout if None)."""
+    progress = progress or terminal.JobProgress()
+    if jobs > 1 and any(experiment is None for _, _, experiment in studies):
+        raise ValueError("jobs > 1 needs each study's experiment file (workers load it)")
+    index, count = shard
+    tasks: list[jobs_lib.Task] = []
+    roots = {}
+    owners: dict[str, tuple[str, str, Path]] = {}  # config -> (study, variant, run dir)
+    linked: dict[tuple[str, str], set[str]] = {}  # (study, variant) -> studies that share its runs
+    for study, workdir, experiment in studies:
+        configs = {run: study.config(*run) for run in study.runs()}
+        for config in configs.values():  # every run's config is checked before anything runs
+            check_config(config)
+        root = workdir_lib.prepare(workdir, {"study": study.name, "runs": [list(r) for r in study.runs()]})
+        roots[study.name] = root
+        progress.add_study(study, root)
+        shared = link_identical_runs(study.name, root, configs, owners, linked)
+        mine = [run for i, run in enumerate(study.runs()) if i % count == index]
+        task = functools.partial(jobs_lib.Task, study.name, str(root), experiment, size)
+        for variant in study.variants:
+            seeds = tuple(seed for v, seed in mine if v == variant and (v, seed) not in shared)
+            if not seeds:
+                if any(v == variant for v, _ in mine):
+                    progress.add_variant(None, shared=True)
+                continue
+            statuses = [workdir_lib.read_status(root / variant / f"seed_{s}") for s in seeds]
+            if all(map(has_ended, statuses)):
+                logging.info("[%s] %s, seeds %s: already %s; nothing to do", study.name, variant,
+                             list(seeds), "/".join(sorted({s["state"] for s in statuses})))
+                progress.add_variant(None)
+                continue
+            tasks.append(task(variant, seeds, jobs_lib.cost(study, variant, seeds)))
+            progress.add_variant(tasks[-1].cost)
+        if study.probes and index == 0 and jobs > 1:  # else the report runs them
+            tasks.append(task())
+    by_name = {study.name: study for study, _, _ in studies}
+    pending = {name: sum(t.study == name for t in tasks) for name in by_name}
+    for t in tasks:  # a study whose runs another study's task trains waits for that task too
+        for name in linked.get((t.study, t.variant), ()):
+            pending[name] += 1
+    reported = {name: False for name in by_name}
+
+    def report_when_ended(name: str) -> None:
+        study, root = by_name[name], roots[name]
+        statuses = [workdir_lib.read_status(root / v / f"seed_{s}") for v, s in study.runs()]
+        missing = sum(not has_ended(s) for s in statuses)
+        if missing:
+            logging.info("[%s] %d of %d runs not ended yet; the report follows when they are",
+                         name, missing, len(statuses))
+            return
+        with cli.log_to_file(root / jobs_lib.REPORT_LOG):  # the analyses' own lines, and TFDS's
+            report.write_report(study, root)
+        reported[name] = True
+        progress.study_reported(name)
+
+    def done(task: jobs_lib.Task, statuses: list[dict]) -> bool:
+        pending[task.study] -= 1
+        if task.variant is not None:
+            progress.variant_done(task.study, task.variant, task.cost, statuses)
+        if any(s.get("state") == PREEMPTED for s in statuses):
+            return False
+        sharing = linked.get((task.study, task.variant), set())
+        for name in sharing:  # (task.study itself when two of its variants are the same)
+            pending[name] -= 1
+        for name in sorted({task.study, *sharing}):
+            if not pending[name]:
+                report_when_ended(name)
+        return True
+
+    progress.start(jobs)
+    for name in [n for n, p in pending.items() if not p]:  # nothing left to run
+        report_when_ended(name)
+    try:
+        jobs_lib.run_tasks(tasks, by_name, jobs, done, tick=progress.tick)
+    finally:
+        progress.close()
+    return reported
+
+
+def link_identical_runs(name: str, root: Path, configs: dict[tuple[str, int], Any],
+                        owners: dict[str, tuple[str, str, Path]],
+                        linked: dict[tuple[str, str], set[str]]) -> set[tuple[str, int]]:
+    """Runs of study `name` ((variant, seed) -> config) whose config equals a run seen before
+    (an earlier study's, or an earlier variant's) are trained once: root/<variant>/seed_<n>
+    becomes a relative symlink to the first one's directory. Returns the (variant, seed) runs so
+    linked. A run directory that already exists is kept as it is (trained before; never
+    replaced), and a link whose run now differs is refused: remove the link to train that run
+    on its own. `owners` (config -> study, variant, run dir) and `linked` ((study, variant) ->
+    studies linking to it) grow across studies."""
+    shared = set()
+    for (variant, seed), config in configs.items():
+        key = json.dumps(config.to_dict(), sort_keys=True, default=repr)
+        run = root / variant / f"seed_{seed}"
+        owner = owners.get(key)
+        if owner is None or (run.exists() and not run.is_symlink()):
+            if run.is_symlink():
+                raise study_lib.ConfigError(
+                    f"{run} links to {os.readlink(run)}, whose config is no longer the same as "
+                    f"{name}/{variant}'s; remove the link to train this run on its own")
+            owners.setdefault(key, (name, variant, run))
+            continue
+        owner_study, owner_variant, owner_run = owner
+        target = os.path.relpath(owner_run, run.parent)
+        if run.is_symlink():
+            if os.path.realpath(run) != os.path.realpath(owner_run):
+                raise study_lib.ConfigError(
+                    f"{run} links to {os.readlink(run)}, but its config is now "
+                    f"{owner_study}/{owner_variant}'s ({owner_run}); remove the link")
+        else:
+            run.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.symlink(target, run, target_is_directory=True)
+            except FileExistsError:  # another shard linked it at the same moment
+                if os.path.realpath(run) != os.path.realpath(owner_run):
+                    raise
+        logging.info("[%s] %s/seed_%d: the same config as %s/%s: linked to %s, trained once",
+                     name, variant, seed, owner_study, owner_variant, owner_run)
+        if owner_study != name or owner_variant != variant:
+            linked.setdefault((owner_study, owner_variant), set()).add(name)
+        shared.add((variant, seed))
+    return shared
+
+
+def check_suite(suite: str) -> str:
+    if suite not in SUITES:
+        raise study_lib.ConfigError(f"--suite={suite!r} is not one of: {', '.join(SUITES)}")
+    return suite
+
+
+def select_studies(directory: Path, size: str, suite: str = "main"
+                   ) -> list[tuple[study_lib.Study, Path]]:
+    """The studies of `directory` in `suite` ('all': every one): the main suite first, each
+    suite in STUDY_ORDER, then by name."""
+    check_suite(suite)
+    files = list(directory.glob("[!_]*.py"))
+    if not files:
+        raise study_lib.ConfigError(f"--experiment={str(directory)!r} holds no experiment files")
+    studies = sorted(((study_lib.load_study(path, size), path) for path in files),
+                     key=lambda sp: (sp[0].suite != "main", sp[0].suite, STUDY_ORDER.index(
+                         sp[1].stem) if sp[1].stem in STUDY_ORDER else len(STUDY_ORDER), sp[1].stem))
+    chosen = [(s, p) for s, p in studies if suite == "all" or s.suite == suite]
+    if not chosen:
+        found = sorted({s.suite for s, _ in studies})
+        raise study_lib.ConfigError(f"--experiment={str(directory)!r} holds no study of "
+                                    f"--suite={suite!r}; its suites: {', '.join(found)}")
+    return chosen
+
+
+def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int],
+            jobs: int = 1, suite: str = "main",
+            progress: Optional[terminal.JobProgress] = None) -> Path | None:
+    """Every study of `suite` in `directory`, each into workdir/<name>; workdir/report.md when
+    all ended."""
+    root = Path(workdir)
+    studies = [(study, str(root / study.name), str(path))
+               for study, path in select_studies(directory, size, suite)]
+    done = run_studies(studies, shard, jobs, size, progress)
+    if not all(done.values()):
+        return None
+    return report.write_index(root, list(done))
+
+
+def main(argv):
+    del argv
+    cli.terminal_level_from_flags()
+    cli.enable_compilation_cache()
+    cli.quiet_progress_bars()
+    progress = terminal.JobProgress()
+    with cli.user_errors_exit():
+        shard = parse_shard(_SHARD.value)
+        if _JOBS.value < 1:
+            raise study_lib.ConfigError(f"--jobs={_JOBS.value} must be at least 1")
+        check_suite(_SUITE.value)
+        experiment = Path(_EXPERIMENT.value)
+        if experiment.is_dir():
+            where = run_all(experiment, _WORKDIR.value, _SIZE.value, shard, _JOBS.value,
+                            _SUITE.value, progress)
+        else:
+            study = study_lib.load_study(experiment, _SIZE.value)
+            written = run_studies([(study, _WORKDIR.value, str(experiment))], shard, _JOBS.value,
+                                  _SIZE.value, progress)[study.name]
+            where = Path(_WORKDIR.value) / "verdict.md" if written else None
+    progress.finish(_WORKDIR.value, where)
+    sys.exit(0)
+
