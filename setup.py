@@ -47,6 +47,11 @@ TEST_REQUIRES = [
     "pytest-xdist>=3.6",  # scripts/test.sh runs the suite in two worker processes (-n 2)
     "hypothesis>=6.0",
     "torch>=2.4",  # CPU build (constraints.txt), reference implementations in tests and benchmarks
+    "import-linter>=2.0",  # the layer contract (.importlinter), checked by tests/test_layers.py
+    "mkdocs>=1.6",  # the docs site, built strictly by the suite
+    "mkdocstrings>=0.26",  # its API reference, from the docstrings
+    "mkdocstrings-python>=1.10",
+    "pytest-codeblocks>=0.17",  # runs the README's and docs' snippets
 ]
 
 setup(
