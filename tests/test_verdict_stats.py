@@ -232,7 +232,7 @@ def test_fail_rate_is_judged_with_an_exact_binomial_interval():
 def test_rate_and_t_quantiles_are_scipy_stats_own():
     """study computes them with scipy.special (scipy.stats costs a second to import in every
     process that writes a report): the same numbers, for every rate of up to 30 runs."""
-    from transformer_jax.studies.study import _t_quantiles, rate_interval
+    from transformer_jax.studies.stats import _t_quantiles, rate_interval
 
     for n in range(1, 31):
         for k in range(n + 1):

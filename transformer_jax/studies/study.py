@@ -2,16 +2,14 @@
 outcome that would support the claim. Experiment files (`experiments/*.py`) define
 `get_study(size) -> Study`; `transformer_jax.sweep` runs one and writes its verdict.
 
-A verdict is settled only by a 95 % interval that covers 95 % of the time at 3 seeds (for
-normal or mildly skewed per-seed values): Student-t intervals. A percentile bootstrap over 3
-seeds never leaves their range and covered the mean 74 % of the time;
-tests/test_interval_coverage.py measures both.
+The statistics that judge an expectation are `transformer_jax.studies.stats`; loading experiment
+and config files is `transformer_jax.studies.loading`. Both are re-exported here: experiment files
+import everything they use from this module.
 """
 from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib.util
 import itertools
 import math
 from pathlib import Path
@@ -21,8 +19,19 @@ import ml_collections
 import numpy as np
 
 from transformer_jax.config import ConfigError
+from transformer_jax.studies.loading import SIZES, load_config, load_module, load_study
+from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEEDS, Verdict, decide,
+                                           difference_interval, interval_of_mean, mean_interval,
+                                           mean_over_seeds, rate_interval, relative_gap,
+                                           relative_gap_interval, seeds_to_settle,
+                                           seeds_to_settle_rate, settle_note)
 
-SIZES = ("default", "large", "tiny")  # default fits a 2-core CPU; large is for a GPU/TPU
+__all__ = [  # the experiment-file API
+    "CONFIDENCE", "Comparison", "Expectation", "INTERVAL_METHOD", "Judgement", "MAX_SEEDS",
+    "RATES", "SIZES", "Study", "Verdict", "decide", "difference_interval", "interval_of_mean",
+    "load_config", "load_module", "load_study", "mean_interval", "mean_over_seeds", "rate_interval",
+    "relative_gap", "relative_gap_interval", "seeds_to_settle", "seeds_to_settle_rate",
+    "settle_note", "study_schedule"]
 
 
 class Comparison(enum.Enum):
@@ -37,20 +46,6 @@ class Comparison(enum.Enum):
 
 
 RATES = (Comparison.FAIL_RATE_AT_LEAST, Comparison.FAIL_RATE_AT_MOST)
-
-
-class Verdict(enum.Enum):
-    HOLDS = "holds"  # the whole 95 % interval is on the expected side of the threshold
-    FAILS = "does not hold"  # the whole interval is on the other side
-    INCONCLUSIVE = "inconclusive"  # the interval straddles the threshold: more seeds needed
-
-
-CONFIDENCE = 0.95
-MAX_SEEDS = 100  # beyond this, "more seeds" is not a practical answer
-INTERVAL_METHOD = (f"{CONFIDENCE * 100:.0f} % Student-t interval over seeds (paired by seed: of "
-                   "the per-seed differences, n − 1 dof; unpaired: Welch; a relative gap: "
-                   "Fieller's interval of the ratio of means; a failure rate: Clopper–Pearson "
-                   "exact binomial)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,170 +202,6 @@ class Expectation:
                          effect=k / n, low=low, high=high, paired=False, note=note)
 
 
-def relative_gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(mean a − mean b) / |mean b| over the last axis (seeds)."""
-    mean_a, mean_b = mean_over_seeds(a), mean_over_seeds(b)
-    return (mean_a - mean_b) / np.maximum(np.abs(mean_b), 1e-12)
-
-
-def mean_over_seeds(values: np.ndarray, axis: int = -1) -> np.ndarray:
-    """The statistic of a single variant: its mean over seeds."""
-    return np.mean(values, axis)
-
-
-def interval_of_mean(values: np.ndarray) -> tuple[float, float]:
-    """The 95 % interval of the mean of per-seed values; (nan, nan) if one is not finite."""
-    values = np.asarray(values, float)  # (seeds,)
-    if not np.isfinite(values).all():
-        return math.nan, math.nan
-    return tuple(float(x) for x in mean_interval(values))
-
-
-# The intervals below take per-seed values on the last axis, any leading axes (the coverage
-# test judges thousands of simulated studies at once), and return (low, high) arrays. One
-# seed has no spread to measure: the interval is unbounded.
-
-def mean_interval(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Student-t interval of the mean, n − 1 dof (= scipy.stats.ttest_1samp's)."""
-    n = x.shape[-1]
-    if n < 2:
-        return _unbounded(x.shape[:-1])
-    return _t_interval(np.mean(x, -1), np.std(x, -1, ddof=1) / math.sqrt(n), n - 1)
-
-
-def difference_interval(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Of mean a − mean b. Paired by seed (both variants saw the same seed and data order,
-    so only their per-seed difference varies): the t interval of the differences. Unpaired:
-    Welch's (= scipy.stats.ttest_ind(equal_var=False)'s)."""
-    if paired:
-        return mean_interval(a - b)
-    (na, nb), (va, vb) = (a.shape[-1], b.shape[-1]), (_var_of_mean(a), _var_of_mean(b))
-    if min(na, nb) < 2:
-        return _unbounded(np.broadcast_shapes(a.shape[:-1], b.shape[:-1]))
-    with np.errstate(invalid="ignore", divide="ignore"):  # zero spread: 0/0, handled below
-        dof = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))  # Welch–Satterthwaite
-    return _t_interval(np.mean(a, -1) - np.mean(b, -1), np.sqrt(va + vb), dof)
-
-
-def relative_gap_interval(a: np.ndarray, b: np.ndarray,
-                          paired: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Of the relative gap (mean a − mean b)/|mean b| = ±(ρ − 1), ρ = mean a / mean b:
-    Fieller's interval, the ρ at which a t-test does not reject mean a − ρ·mean b = 0 (paired:
-    of a_i − ρ·b_i, n − 1 dof, exact for normal pairs; unpaired: min(n_a, n_b) − 1 dof,
-    conservative). Unbounded when mean b is not clearly away from 0."""
-    na, nb = a.shape[-1], b.shape[-1]
-    if min(na, nb) < 2:
-        return _unbounded(np.broadcast_shapes(a.shape[:-1], b.shape[:-1]))
-    mean_a, mean_b = np.mean(a, -1), np.mean(b, -1)
-    v_aa, v_bb = _var_of_mean(a), _var_of_mean(b)  # variances of the means
-    if paired:
-        v_ab = np.sum((a - mean_a[..., None]) * (b - mean_b[..., None]), -1) / (na - 1) / na
-        dof = na - 1
-    else:
-        v_ab, dof = 0.0, min(na, nb) - 1
-    q = _t_quantiles(dof) ** 2
-    # ρ inside: (mean_a − ρ mean_b)² <= q (v_aa − 2ρ v_ab + ρ² v_bb), i.e. A ρ² − 2B ρ + C <= 0
-    A, B, C = mean_b ** 2 - q * v_bb, mean_a * mean_b - q * v_ab, mean_a ** 2 - q * v_aa
-    bounded = A > 0
-    A = np.where(bounded, A, 1.0)
-    root = np.sqrt(np.maximum(B ** 2 - A * C, 0.0))
-    rho_low, rho_high = (B - root) / A, (B + root) / A
-    positive = mean_b > 0
-    low = np.where(positive, rho_low - 1, 1 - rho_high)
-    high = np.where(positive, rho_high - 1, 1 - rho_low)
-    flat = np.sqrt(v_aa + v_bb) <= 1e-9 * np.maximum(1.0, np.maximum(abs(mean_a), abs(mean_b)))
-    gap = relative_gap(a, b)
-    low, high = np.where(flat, gap, low), np.where(flat, gap, high)  # zero spread: the point
-    return np.where(bounded | flat, low, -np.inf), np.where(bounded | flat, high, np.inf)
-
-
-def rate_interval(k: int, n: int) -> tuple[float, float]:
-    """Clopper–Pearson (exact binomial) interval of a rate: k of n runs."""
-    tail = (1 - CONFIDENCE) / 2  # the beta quantiles that binomtest's 'exact' CI finds by search
-    low = 0.0 if k == 0 else _scipy_special().betaincinv(k, n - k + 1, tail)
-    high = 1.0 if k == n else _scipy_special().betaincinv(k + 1, n - k, 1 - tail)
-    return float(low), float(high)
-
-
-def _var_of_mean(x: np.ndarray) -> np.ndarray:
-    return np.var(x, -1, ddof=1) / x.shape[-1]
-
-
-def _t_interval(center, se, dof) -> tuple[np.ndarray, np.ndarray]:
-    """center ± t_{dof} · se; a spread lost in rounding (a constant per-seed difference) is
-    zero, and the interval is the point."""
-    flat = se <= 1e-9 * np.maximum(1.0, np.abs(center))
-    half = np.where(flat, 0.0, _t_quantiles(np.where(flat, 1, dof)) * se)
-    return center - half, center + half
-
-
-def _unbounded(shape) -> tuple[np.ndarray, np.ndarray]:
-    return np.full(shape, -np.inf), np.full(shape, np.inf)
-
-
-def decide(low: float, high: float, accepted: tuple[float, float]) -> Verdict:
-    """Holds if the interval lies inside the accepted region, fails if it misses it."""
-    lo, hi = accepted
-    if lo <= low and high <= hi:
-        return Verdict.HOLDS
-    if high < lo or low > hi:
-        return Verdict.FAILS
-    return Verdict.INCONCLUSIVE
-
-
-def seeds_to_settle(n: int, effect: float, low: float, high: float,
-                    accepted: tuple[float, float]) -> Optional[int]:
-    """Seeds m after which the interval, at the measured per-seed spread, would no longer
-    reach the nearest threshold: its half-width shrinks like t_{m−1}/√m (the t quantile falls
-    too: 4.30 at 3 seeds, 2.78 at 5). For a Welch or Fieller interval this is an estimate.
-    MAX_SEEDS + 1: more than MAX_SEEDS. None: not estimable (one seed, or the effect sits on
-    the threshold)."""
-    distance = min(abs(effect - t) for t in accepted if math.isfinite(t))
-    if n < 2 or distance <= 1e-9 * max(1.0, abs(effect)) or not math.isfinite(high - low):
-        return None
-    spread = (high - low) / 2 * math.sqrt(n) / _t_quantile(n - 1)  # per-seed standard deviation
-    return next((m for m in range(n + 1, MAX_SEEDS + 1)
-                 if _t_quantile(m - 1) * spread / math.sqrt(m) <= distance * (1 + 1e-9)),
-                MAX_SEEDS + 1)
-
-
-def seeds_to_settle_rate(k: int, n: int, accepted: tuple[float, float]) -> Optional[int]:
-    """Runs m after which k/n of them failing would give a Clopper–Pearson interval on one
-    side of the threshold. None: the rate sits on the threshold."""
-    if any(abs(k / n - t) <= 1e-9 for t in accepted):
-        return None
-    return next((m for m in range(n + 1, MAX_SEEDS + 1)
-                 if decide(*rate_interval(round(k / n * m), m), accepted) is not Verdict.INCONCLUSIVE),
-                MAX_SEEDS + 1)
-
-
-def _t_quantile(dof: int) -> float:
-    return float(_t_quantiles(dof))
-
-
-def _t_quantiles(dof):
-    """The two-sided CONFIDENCE quantile of Student's t at `dof` (an array or a number)."""
-    return _scipy_special().stdtrit(dof, 0.5 + CONFIDENCE / 2)  # what scipy.stats.t.ppf calls
-
-
-def _scipy_special():
-    """scipy.special, imported on first use (≈ 0.2 s; scipy.stats, which only wraps these
-    functions here, takes ≈ 1.1 s more to import in every process that writes a report)."""
-    from scipy import special
-    return special
-
-
-def settle_note(n: int, needed: Optional[int], at: str = "this spread") -> str:
-    """Why an inconclusive verdict is so, given seeds_to_settle's answer."""
-    if needed is None and n < 2:
-        return f"{n} seed: no spread to measure, run at least 3"
-    if needed is None:
-        return "the effect sits on the threshold: no number of seeds would settle it"
-    if needed > MAX_SEEDS:
-        return f"> {MAX_SEEDS} seeds needed at {at}: the effect is too close to the threshold"
-    return f"≈ {needed} seeds would settle it at {at} (now {n})"
-
-
 @dataclasses.dataclass(frozen=True)
 class Study:
     name: str
@@ -432,27 +263,3 @@ def _set(config: ml_collections.ConfigDict, dotted: str, value: Any) -> None:
     if leaf not in node:
         raise ConfigError(f"override {dotted!r} names no config field")
     node[leaf] = value
-
-
-def load_config(path: str | Path, arg: str = "") -> ml_collections.ConfigDict:
-    """`get_config(arg)` of a config file, e.g. load_config(REPO / 'configs/synthetic.py', 'tiny')."""
-    return load_module(path).get_config(arg)
-
-
-def load_study(path: str | Path, size: str = "default") -> Study:
-    if size not in SIZES:
-        raise ConfigError(f"--size={size!r} is not one of: {', '.join(SIZES)}")
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"--experiment={str(path)!r} is not a file; experiments: "
-                          f"{', '.join(sorted(p.name for p in path.parent.glob('*.py'))) or 'none found'}")
-    return load_module(path).get_study(size)
-
-
-def load_module(path: str | Path):
-    """A Python file as a module (experiment and config files are files, not a package)."""
-    path = Path(path)
-    spec = importlib.util.spec_from_file_location(f"_tj_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

@@ -1,0 +1,36 @@
+"""Experiment and config files are files, not a package: load them as modules."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import ml_collections
+
+from transformer_jax.config import ConfigError
+
+SIZES = ("default", "large", "tiny")  # default fits a 2-core CPU; large is for a GPU/TPU
+
+
+def load_config(path: str | Path, arg: str = "") -> ml_collections.ConfigDict:
+    """`get_config(arg)` of a config file, e.g. load_config(REPO / 'configs/synthetic.py', 'tiny')."""
+    return load_module(path).get_config(arg)
+
+
+def load_study(path: str | Path, size: str = "default"):
+    """`get_study(size)` of an experiment file: a `transformer_jax.studies.study.Study`."""
+    if size not in SIZES:
+        raise ConfigError(f"--size={size!r} is not one of: {', '.join(SIZES)}")
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"--experiment={str(path)!r} is not a file; experiments: "
+                          f"{', '.join(sorted(p.name for p in path.parent.glob('*.py'))) or 'none found'}")
+    return load_module(path).get_study(size)
+
+
+def load_module(path: str | Path):
+    """A Python file as a module (experiment and config files are files, not a package)."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(f"_tj_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
