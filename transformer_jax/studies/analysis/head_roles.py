@@ -33,7 +33,7 @@ from flax import nnx
 
 from transformer_jax.studies.analysis import probes
 from transformer_jax.train import loop as train
-from transformer_jax.studies.analysis.length import restore_variant
+from transformer_jax.studies.analysis.restore import finished_run_dirs, restore_variant
 
 PREVIOUS_TOKEN, INDUCTION = 0.5, 0.3  # role thresholds (Olsson et al. call 0.3+ prefix matching strong)
 ROLES = ("previous-token", "induction", "other")
@@ -152,12 +152,8 @@ def make_analysis(checks: tuple[Check, ...] = ()) -> Callable[[Path, dict], str]
 
 
 def analyse(root: Path, runs: dict, checks: tuple[Check, ...] = ()) -> str:
-    by_variant: dict[str, dict[int, Path]] = {}
-    for (variant, seed), run in runs.items():
-        if run["status"].get("state") == train.FINISHED:
-            by_variant.setdefault(variant, {})[seed] = root / variant / f"seed_{seed}"
     results = {}  # variant -> seed -> (trained, init)
-    for variant, dirs in by_variant.items():
+    for variant, dirs in finished_run_dirs(root, runs).items():
         restored = restore_variant(dirs)
         weights_fn = attention_weights(restored.graphdef)
         batch, low, high, period = _probe_inputs(restored.run)

@@ -18,60 +18,26 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from transformer_jax.train import steps
-from transformer_jax.train import loop as train
-from transformer_jax.train.checkpointing import Checkpointer
 from transformer_jax.data import synthetic
+from transformer_jax.studies.analysis.restore import Restored, finished_run_dirs, restore_variant
+from transformer_jax.train import loop as train
+from transformer_jax.train import steps
 
 EVAL_SEED = 7_000_001  # examples per length: np.random.default_rng([EVAL_SEED, length])
 NUM_PER_LENGTH = 64  # per length: 64 x L tokens; the range means pool 8-16 lengths
 CSV_FILE, PLOT_FILE = "accuracy_by_length.csv", "curves_by_length.png"
 
 
-@dataclasses.dataclass(frozen=True)
-class Restored:
-    """One variant's finished runs, ready to evaluate: params stacked over seeds."""
-    run: train.Run  # the first seed's (every seed shares data and model config)
-    train_len: int  # data.seq_len: the longest training length
-    lengths: range  # data.min_len .. data.eval_seq_len
-    seeds: tuple[int, ...]
-    graphdef: Any
-    params: Any  # leading seed axis
-
-
-def restore_variant(run_dirs: Mapping[int, Path]) -> Restored:
-    """seed -> run dir (each with config.json and a checkpoint of its final step)."""
-    graphdef, stacked, first, config = None, [], None, None
-    for seed, path in run_dirs.items():
-        config = ml_collections.ConfigDict(json.loads((path / "config.json").read_text()))
-        run = train.build_run(config)
-        if first is None:
-            first = run
-            # shapes only: tracing init_model abstractly compiles nothing
-            graphdef, params = jax.eval_shape(lambda: train.init_model(run.model, run.seed))
-            tx, _ = steps.make_optimizer(run.train)
-            target = {"params": params, "opt_state": jax.eval_shape(tx.init, params),
-                      "step": jax.ShapeDtypeStruct((), jnp.int32)}
-        with Checkpointer(str(path / "checkpoints"), keep=run.train.keep_checkpoints) as ckpt:
-            found = ckpt.restore(target)
-        if found is None:
-            raise FileNotFoundError(f"no checkpoint in {path / 'checkpoints'}")
-        stacked.append(found[1]["params"])
-    data = config.data
-    return Restored(
-        run=first, train_len=data.seq_len,
-        lengths=range(data.min_len, (data.eval_seq_len or data.seq_len) + 1),
-        seeds=tuple(run_dirs), graphdef=graphdef,
-        params=jax.tree.map(lambda *xs: jnp.stack(xs), *stacked))
+def eval_lengths(data: ml_collections.ConfigDict) -> range:
+    """data.min_len .. data.eval_seq_len (0: data.seq_len), every length scored."""
+    return range(data.min_len, (data.eval_seq_len or data.seq_len) + 1)
 
 
 def length_batch(run: train.Run, length: int, num: int = NUM_PER_LENGTH) -> dict:
@@ -89,7 +55,7 @@ def evaluate_by_length(restored: Restored, num: int = NUM_PER_LENGTH
     """length -> {'accuracy': [seeds], 'seq_accuracy': [seeds]}."""
     eval_step = steps.make_eval_step(restored.graphdef, restored.run.model, replicas=True)
     out = {}
-    for length in restored.lengths:
+    for length in eval_lengths(restored.data):
         sums = jax.device_get(eval_step(restored.params, length_batch(restored.run, length, num)))
         per_seed = [steps.means_of_sums({k: float(v[i]) for k, v in sums.items()})
                     for i in range(len(restored.seeds))]
@@ -101,14 +67,10 @@ def accuracy_by_length(root: Path, runs: Mapping[tuple[str, int], dict]) -> str:
     """The analysis: every finished run of the study in `root`, scored per length; writes the
     csv and the plot into root and returns markdown (token accuracy by length range)."""
     root = Path(root)
-    by_variant: dict[str, dict[int, Path]] = {}
-    for (variant, seed), run in runs.items():
-        if run["status"].get("state") == train.FINISHED:
-            by_variant.setdefault(variant, {})[seed] = root / variant / f"seed_{seed}"
     results, train_len = {}, None
-    for variant, dirs in by_variant.items():
+    for variant, dirs in finished_run_dirs(root, runs).items():
         restored = restore_variant(dirs)
-        train_len = restored.train_len
+        train_len = restored.data.seq_len  # the longest training length
         results[variant] = (restored.seeds, evaluate_by_length(restored))
     if not results:
         return "No finished runs to evaluate by length.\n"
