@@ -1,0 +1,146 @@
+"""The README and docs/ say what the code does: the trace teaser is the command's real output,
+every local link resolves, the docs site builds strictly (a broken link or a renamed symbol in
+an API page fails), and every Python and shell snippet runs as pasted, except the ones marked
+long-running.
+
+Snippets are found by pytest-codeblocks' parser (`extract_from_file`), so they are marked its
+way: `<!--pytest.mark.skip(reason="...")-->` on the line before a block. Its plugin itself is not
+used: it collects only Markdown files named on the command line with `--codeblocks`, which the
+suite's `pytest tests/` never does, and runs shell blocks in pytest's directory instead of a
+fresh checkout's.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pytest_codeblocks import extract_from_file
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = [README, *sorted(DOCS.rglob("*.md"))]
+RUNNABLE = ("python", "bash", "sh")
+SNIPPET_TIMEOUT_S = 120
+
+
+def section(text: str, heading: str) -> str:
+    """The text from `heading` to the next heading of the same or a higher level."""
+    level = heading.split()[0]
+    assert heading in text, f"no {heading!r} section"
+    rest = text[text.index(heading) + len(heading):]
+    end = re.search(rf"^#{{1,{len(level)}}} ", rest, flags=re.M)
+    return rest[:end.start()] if end else rest
+
+
+def fenced(text: str, syntax: str) -> list[str]:
+    return re.findall(rf"^```{syntax}\n(.*?)^```", text, flags=re.S | re.M)
+
+
+# ---- the README as a front door ---------------------------------------------------------------
+
+FRONT_DOOR = ["## The two commands", "## Trace it by hand", "## The concepts, and where they live",
+              "## Use the modules", "## Train one model", "## Run a study", "## Documentation"]
+
+
+def test_readme_is_a_short_front_door_in_order():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 200
+    positions = [text.index(h) for h in FRONT_DOOR]
+    assert positions == sorted(positions), "README sections out of order"
+    two = fenced(section(text, "## The two commands"), "bash")[0]
+    assert [line.split()[0] for line in two.splitlines()] == ["scripts/run.sh", "scripts/test.sh"]
+    headline = section(text, "## Run a study")
+    assert headline.index("<!-- headline:start -->") < headline.index("<!-- headline:end -->")
+
+
+def teaser_segments(teaser: str) -> list[list[str]]:
+    """The teaser's runs of lines between '...' lines: each must appear whole in the output."""
+    segments, current = [], []
+    for line in teaser.splitlines():
+        if line.strip() == "...":
+            segments.append(current)
+            current = []
+        else:
+            current.append(line)
+    return [s for s in segments + [current] if s]
+
+
+def find_in_order(segments: list[list[str]], lines: list[str]) -> list[int]:
+    """Where each segment starts in `lines`, each after the previous one; ValueError if not."""
+    starts, at = [], 0
+    for segment in segments:
+        start = next((i for i in range(at, len(lines) - len(segment) + 1)
+                      if lines[i:i + len(segment)] == segment), None)
+        if start is None:
+            raise ValueError(f"not in the output (in order, contiguous): {segment!r}")
+        starts.append(start)
+        at = start + len(segment)
+    return starts
+
+
+def test_teaser_matching_needs_every_line_in_order():
+    lines = ["a", "b", "c", "d"]
+    assert find_in_order([["a", "b"], ["d"]], lines) == [0, 3]
+    for wrong in ([["a", "c"]], [["d"], ["a"]], [["b", "x"]]):
+        with pytest.raises(ValueError):
+            find_in_order(wrong, lines)
+
+
+def test_readme_trace_teaser_is_real_output():
+    trace = section(README.read_text(), "## Trace it by hand")
+    (command,) = [line for line in fenced(trace, "bash")[0].splitlines() if line.strip()]
+    teaser = fenced(trace, "text")[0]
+    segments = teaser_segments(teaser)
+    assert sum(map(len, segments)) >= 5, "the teaser shows a few lines of the trace"
+    done = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True,
+                          timeout=SNIPPET_TIMEOUT_S, env=snippet_env())
+    assert done.returncode == 0, done.stderr
+    find_in_order(segments, done.stdout.splitlines())
+
+
+# ---- the snippets -----------------------------------------------------------------------------
+
+def snippets():
+    for page in PAGES:
+        for block in extract_from_file(page):
+            if block.syntax in RUNNABLE:
+                marks = [eval(m, {"pytest": pytest, "sys": sys}) for m in block.marks]
+                yield pytest.param(page, block, id=f"{page.relative_to(ROOT)}:{block.lineno}",
+                                   marks=marks)
+
+
+def snippet_env() -> dict[str, str]:
+    """A fresh shell's environment: no virtualenv activated, headless plots."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["MPLBACKEND"] = "Agg"
+    return env
+
+
+def checkout(tmp_path: Path) -> Path:
+    """A fresh checkout to run a snippet in: the repository's entries linked, runs/ empty."""
+    where = tmp_path / "checkout"
+    where.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in ("runs", ".git"):
+            (where / entry.name).symlink_to(entry)
+    return where
+
+
+@pytest.mark.parametrize("page,block", list(snippets()))
+def test_snippet_runs_as_pasted(page, block, tmp_path, monkeypatch):
+    where = checkout(tmp_path)
+    if block.syntax == "python":
+        monkeypatch.chdir(where)
+        exec(compile(block.code, f"{page.name}:{block.lineno}", "exec"), {"__name__": "__main__"})
+        return
+    done = subprocess.run([shutil.which("bash"), "-e", "-c", block.code], cwd=where,
+                          capture_output=True, text=True, timeout=SNIPPET_TIMEOUT_S,
+                          env=snippet_env())
+    assert done.returncode == 0, f"{page.name}:{block.lineno}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
