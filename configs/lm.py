@@ -7,7 +7,7 @@ Smoke size (seconds):
   python -m transformer_jax.main --config=configs/lm.py:tiny --workdir=runs/lm_tiny \
       --config.data.text_path=../shared/data/tinyshakespeare.txt
 """
-from transformer_jax import defaults as common
+from transformer_jax.train import defaults as common
 
 
 def get_config(arg=None):

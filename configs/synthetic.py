@@ -11,7 +11,7 @@ Smoke size (seconds):
   python -m transformer_jax.main --config=configs/synthetic.py:tiny --workdir=runs/syn_tiny
 Config arguments: `task=NAME` picks the task, e.g. --config=configs/synthetic.py:tiny,task=order
 """
-from transformer_jax import defaults as common
+from transformer_jax.train import defaults as common
 
 
 def get_config(arg=None):

@@ -25,7 +25,7 @@ if "XLA_FLAGS" not in os.environ:
 import numpy as np  # noqa: E402
 import pytest
 
-from transformer_jax import ModelConfig  # noqa: E402
+from transformer_jax import ModelConfig, Norm  # noqa: E402
 
 PARITY_ATOL = 1e-5  # max abs difference allowed in float32 parity checks
 
@@ -37,7 +37,7 @@ def tiny_config(**overrides) -> ModelConfig:
     layers compiles a batched initializer per parameter shape (seconds each on a CPU), which is
     paid once per process for each new shape. num_heads, vocab and outputs cost nothing there."""
     values = dict(vocab_size=13, num_outputs=7, d_model=16, num_heads=2, num_layers=2, d_ff=32,
-                  max_len=32)
+                  max_len=32, norm=Norm.POST)
     values.update(overrides)
     return ModelConfig(**values)
 

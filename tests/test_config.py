@@ -48,7 +48,7 @@ def test_from_config_parses_enums_and_keeps_the_rest():
 def test_defaults_and_enum_members_are_accepted():
     cfg = build()
     assert cfg == ModelConfig(**DATA)
-    assert cfg.causal and cfg.position is Position.SINUSOIDAL and cfg.norm is Norm.POST
+    assert cfg.causal and cfg.position is Position.SINUSOIDAL and cfg.norm is Norm.PRE
     assert build(position=Position.ALIBI).position is Position.ALIBI
 
 

@@ -100,26 +100,38 @@ MODEL_ENUMS: dict[str, type[enum.Enum]] = {
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Everything that defines a model. Field names match the `model.*` command-line flags."""
+    """Everything that defines a model. Field names match the `model.*` command-line flags, and
+    these defaults are the command line's (`train.defaults.base_config()` reads them from here):
+    `ModelConfig(vocab_size=V, num_outputs=V)` is the model `python -m transformer_jax.main` builds
+    for a vocabulary of V when no config file changes a model field."""
 
-    vocab_size: int  # input token ids (from the dataset)
-    num_outputs: int  # output classes: vocabulary for a token head, labels for a pooled head
-    d_model: int = 128
-    num_heads: int = 4
-    num_layers: int = 2
-    d_ff: int = 512
-    dropout: float = 0.0
-    position: Position = Position.SINUSOIDAL
-    norm: Norm = Norm.POST
-    norm_type: NormType = NormType.LAYERNORM
-    attn_scale: bool = True
+    vocab_size: int  # input token ids (a fact of the dataset)
+    num_outputs: int  # output classes: vocabulary for a token head, labels for a pooled head (data)
+    d_model: int = 128  # width of the residual stream
+    num_heads: int = 4  # attention heads per layer; each of width d_model / num_heads (= d_k)
+    num_layers: int = 4  # blocks in the stack
+    d_ff: int = 512  # hidden width of each block's feed-forward layer
+    dropout: float = 0.0  # on attention weights and on each sublayer's output, in training
+    position: Position = Position.SINUSOIDAL  # sinusoidal | learned | rotary | alibi | none
+    norm: Norm = Norm.PRE  # where the norm sits: post | pre | none
+    norm_type: NormType = NormType.LAYERNORM  # what it computes: layernorm | rmsnorm | dyt | batchnorm
+    attn_scale: bool = True  # divide Q·Kᵀ by √d_k
     qk_norm: bool = False  # LayerNorm on each head's q and k before Q·Kᵀ (and before rotary)
-    residual: bool = True
-    arch: Arch = Arch.DECODER
-    head: Head = Head.TOKEN
-    max_len: int = 512  # longest sequence the model accepts (size of a learned table)
-    attention: AttentionImpl = AttentionImpl.EXPLICIT
-    dtype: DType = DType.FLOAT32
+    residual: bool = True  # x + sublayer(x); False: sublayer(x) alone
+    arch: Arch = Arch.DECODER  # encoder (bidirectional, padding mask) | decoder (causal)
+    head: Head = Head.TOKEN  # token | pooled: chosen by the dataset's task, not a flag
+    max_len: int = 512  # longest sequence the model accepts (size of a learned position table)
+    attention: AttentionImpl = AttentionImpl.EXPLICIT  # explicit | fused (jax.nn.dot_product_attention)
+    dtype: DType = DType.FLOAT32  # compute dtype: float32 | bfloat16 (parameters stay float32)
+
+    DATA_FIELDS = ("vocab_size", "num_outputs", "head")  # set from the dataset, not by a flag
+
+    @classmethod
+    def field_defaults(cls) -> dict[str, Any]:
+        """The `model.*` fields a config sets, with their defaults as plain values (enums as
+        strings): the `model` section of every config file starts from these."""
+        return {f.name: (f.default.value if isinstance(f.default, enum.Enum) else f.default)
+                for f in dataclasses.fields(cls) if f.name not in cls.DATA_FIELDS}
 
     def __post_init__(self):
         for name in ("vocab_size", "num_outputs", "d_model", "num_heads", "num_layers", "d_ff",
@@ -172,7 +184,8 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Optimization and bookkeeping; field names match the `train.*` command-line flags."""
+    """Optimization and bookkeeping; field names match the `train.*` command-line flags, and
+    these defaults are the command line's (`train.defaults.base_config()` reads them)."""
 
     num_steps: int = 2000
     batch_size: int = 32
@@ -191,6 +204,11 @@ class TrainConfig:
     num_devices: int = 0  # data parallel over this many devices; 0 = all (1 device: plain jit)
     steps_per_call: int = 1  # optimizer steps per compiled call (lax.scan); ends on every log/eval/ckpt
     microbatches: int = 1  # independent forward/backward passes per batch, run concurrently (CPU)
+
+    @classmethod
+    def field_defaults(cls) -> dict[str, Any]:
+        """The `train.*` fields with their defaults: the `train` section of every config."""
+        return {f.name: f.default for f in dataclasses.fields(cls)}
 
     def __post_init__(self):
         for name in ("num_steps", "batch_size", "log_every", "eval_every", "checkpoint_every",

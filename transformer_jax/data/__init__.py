@@ -27,24 +27,9 @@ TASKS = synthetic.TASKS
 
 
 def default_config() -> ml_collections.ConfigDict:
-    """The `data` sub-config with every field this package reads (its public contract)."""
-    return ml_collections.ConfigDict(dict(
-        kind="synthetic",    # 'synthetic' | 'text'
-        task="copy",         # synthetic: copy | reverse | sort | order | sort_distinct | lag_bits
-        vocab_size=16,       # synthetic: distinct symbols; pad and SEP are added on top
-        seq_len=32,          # max train length (synthetic x length; text window length)
-        min_len=1,           # synthetic: min train length, lengths uniform in [min_len, seq_len]
-        eval_seq_len=0,      # max eval length; 0 -> seq_len
-        eval_min_len=0,      # synthetic: min eval length; 0 -> min_len (N+1 tests unseen lengths)
-        num_train=20000,     # synthetic train examples
-        num_eval=1000,       # synthetic eval examples; text: eval windows spread evenly
-        #                      over the held-out split, 0 = every non-overlapping window
-        text_path="",        # text: '' -> TFDS tiny_shakespeare; else a local UTF-8 file
-        data_dir="",         # TFDS data dir; '' -> default_data_dir()
-    ))
-
-
-_DEFAULTS = default_config().to_dict()
+    """The `data` sub-config with every field this package reads (its public contract), at the
+    defaults `DataConfig` declares: the `data` section of every config file starts from these."""
+    return ml_collections.ConfigDict({f.name: f.default for f in dataclasses.fields(DataConfig)})
 
 
 def default_data_dir() -> str:
@@ -70,23 +55,26 @@ def _str(name: str, value: Any) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    """The `data` config, validated; `eval_*` zeros already resolved to their defaults."""
-    kind: str
-    task: str
-    vocab_size: int
-    seq_len: int
-    min_len: int
-    eval_seq_len: int
-    eval_min_len: int
-    num_train: int
-    num_eval: int
-    text_path: str
-    data_dir: str
+    """The `data` config, validated; `eval_*` zeros already resolved to their defaults. The field
+    defaults are the command line's (`default_config()` and every config file start from them)."""
+    kind: str = "synthetic"  # 'synthetic' | 'text'
+    task: str = "reverse"  # synthetic: copy | reverse | sort | order | sort_distinct | lag_bits
+    vocab_size: int = 16  # synthetic: distinct symbols; pad and SEP are added on top
+    seq_len: int = 32  # max train length (synthetic x length; text window length)
+    min_len: int = 1  # synthetic: min train length, lengths uniform in [min_len, seq_len]
+    eval_seq_len: int = 0  # max eval length; 0 -> seq_len
+    eval_min_len: int = 0  # synthetic: min eval length; 0 -> min_len (N+1 tests unseen lengths)
+    num_train: int = 20000  # synthetic train examples
+    num_eval: int = 1000  # synthetic eval examples; text: eval windows spread evenly over the
+    #                       held-out split, 0 = every non-overlapping window
+    text_path: str = ""  # text: '' -> TFDS tiny_shakespeare; else a local UTF-8 file
+    data_dir: str = ""  # TFDS data dir; '' -> default_data_dir()
 
     @classmethod
     def from_config(cls, cfg) -> "DataConfig":
-        """Fields missing from `cfg` take `default_config()` values; types are checked here."""
-        get = lambda name: cfg.get(name, _DEFAULTS[name])  # noqa: E731
+        """Fields missing from `cfg` take the defaults above; types are checked here."""
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        get = lambda name: cfg.get(name, defaults[name])  # noqa: E731
         kind = _str("kind", get("kind"))
         if kind not in KINDS:
             raise DataError(f"data.kind={kind!r} is not one of: {', '.join(KINDS)}")

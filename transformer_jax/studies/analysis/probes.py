@@ -56,7 +56,7 @@ def score_scale(head_dims: Sequence[int] = (16, 64, 256), length: int = 64, samp
 
 def _tiny(**overrides) -> ModelConfig:
     base = dict(vocab_size=32, num_outputs=32, d_model=64, num_heads=4, num_layers=2, d_ff=256,
-                arch=Arch.DECODER, position=Position.SINUSOIDAL)
+                arch=Arch.DECODER, position=Position.SINUSOIDAL, norm=Norm.POST)
     return ModelConfig(**{**base, **overrides})
 
 

@@ -1,0 +1,59 @@
+"""The config every config file (configs/*.py) starts from: `base_config()`, plus the `tiny` size
+and the `get_config(arg)` argument parser they share.
+
+A config file calls `base_config()` and changes what its family needs. Field names are the
+command-line contract (`--config.model.position=rotary`, `--config.train.learning_rate=3e-4`).
+"""
+import ml_collections
+
+from transformer_jax import data
+from transformer_jax.config import ModelConfig, TrainConfig
+
+SIZES = ("default", "tiny")
+
+
+def parse_arg(arg: str | None, **defaults: str) -> ml_collections.ConfigDict:
+    """`get_config("tiny")` or `get_config("size=tiny,task=sort")` -> ConfigDict of options.
+
+    A bare word sets `size`; unknown keys or sizes fail with the valid choices.
+    """
+    options = dict(size="default", **defaults)
+    for item in filter(None, (arg or "").split(",")):
+        key, value = item.split("=", 1) if "=" in item else ("size", item)
+        if key not in options:
+            raise ValueError(f"config argument {key!r} is not one of: {', '.join(options)}")
+        options[key] = value
+    if options["size"] not in SIZES:
+        raise ValueError(f"config size {options['size']!r} is not one of: {', '.join(SIZES)}")
+    return ml_collections.ConfigDict(options)
+
+
+def base_config() -> ml_collections.ConfigDict:
+    """Every field a run has, at its default. The defaults are declared once, with a comment per
+    field, where they are validated: `ModelConfig`, `TrainConfig` (transformer_jax.config) and
+    `DataConfig` (transformer_jax.data); so `ModelConfig(vocab_size=V, num_outputs=V)` in Python
+    and this config on the command line describe the same model."""
+    config = ml_collections.ConfigDict()
+    config.seed = 0  # parameters, dropout and data order all derive from it
+    config.model = ml_collections.ConfigDict(ModelConfig.field_defaults())
+    config.train = ml_collections.ConfigDict(TrainConfig.field_defaults())
+    config.data = data.default_config()
+    return config
+
+
+def tiny(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """Seconds-long smoke size of any config (the `tiny` config argument)."""
+    config.model.d_model = 32
+    config.model.num_heads = 2
+    config.model.num_layers = 2
+    config.model.d_ff = 64
+    config.train.num_steps = 20
+    config.train.batch_size = 8
+    config.train.warmup_steps = 5
+    config.train.log_every = 5
+    config.train.eval_every = 10
+    config.train.checkpoint_every = 10
+    config.train.eval_batches = 2
+    config.data.num_train = 512
+    config.data.num_eval = 64
+    return config
