@@ -168,11 +168,13 @@ class MultiHeadAttention(nnx.Module):
 
     def __call__(self, x: Array, *, mask: Optional[Array | Mask] = None,
                  bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None,
-                 probe: bool = False) -> tuple[Array, Optional[AttentionProbe]]:
+                 probe: bool = False, head_mask: Optional[Array] = None
+                 ) -> tuple[Array, Optional[AttentionProbe]]:
         """Self-attention over x [B, T, d_model] -> ([B, T, d_model], probe or None).
 
         probe=True also returns the weights and the logit scale (a separate compiled program:
-        the training step, which never asks, pays nothing for it).
+        the training step, which never asks, pays nothing for it). head_mask [H] multiplies each
+        head's output before W_o: 0 knocks a head out (Michel et al. 2019), 1 keeps it as it is.
         """
         batch, length, d_model = x.shape
         q, k, v = self.project(x)  # [B, T, H, D] each
@@ -193,5 +195,7 @@ class MultiHeadAttention(nnx.Module):
                                     kv_lengths=mask.kv_lengths)  # no dense mask read
         else:
             heads = fused_attention(q, k, v, mask=dense, bias=bias, scale=scale)
+        if head_mask is not None:  # head knock-out: [H] -> [1, 1, H, 1]
+            heads = heads * head_mask.astype(heads.dtype)[None, None, :, None]
         merged = heads.reshape(batch, length, d_model)  # concat heads: [B, T, H·D]
         return self.out(merged), found

@@ -74,13 +74,14 @@ class Block(nnx.Module):
     def __call__(self, x: Array, *, mask: Optional[Array | Mask] = None,
                  bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None,
                  key: Optional[Array] = None, probe: bool = False,
-                 token_mask: Optional[Array] = None) -> tuple[Array, Optional[AttentionProbe]]:
-        """x [B, T, D], token_mask [B, T] (True = real token) -> ([B, T, D], attention probe if
-        asked)."""
+                 token_mask: Optional[Array] = None, head_mask: Optional[Array] = None
+                 ) -> tuple[Array, Optional[AttentionProbe]]:
+        """x [B, T, D], token_mask [B, T] (True = real token), head_mask [H] (0 = head knocked
+        out) -> ([B, T, D], attention probe if asked)."""
         keys = [None] * 3 if key is None else list(jax.random.split(key, 3))
         norm = lambda module, x: apply_norm(module, x, token_mask)  # noqa: E731
         y, found = self.attention(norm(self.norm_before_attention, x), mask=mask, bias=bias,
-                                  qk_transform=qk_transform, probe=probe)
+                                  qk_transform=qk_transform, probe=probe, head_mask=head_mask)
         y = dropout(y, self.rate, keys[0])
         x = x + y if self.residual else y  # the residual switch
         x = norm(self.norm_after_attention, x)

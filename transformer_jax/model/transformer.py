@@ -63,19 +63,21 @@ class StackedBlocks(nnx.Module):
         self.blocks = nnx.vmap(lambda key: Block(cfg, rngs=nnx.Rngs(params=key)))(layer_keys)
         self.num_layers = cfg.num_layers
 
-    def __call__(self, x: Array, *, key: Optional[Array] = None, probe: bool = False, **kwargs
+    def __call__(self, x: Array, *, key: Optional[Array] = None, probe: bool = False,
+                 head_mask: Optional[Array] = None, **kwargs
                  ) -> tuple[Array, Optional[AttentionProbe]]:
-        """x [B, T, D] through every block; probes come back stacked [num_layers, ...]."""
+        """x [B, T, D] through every block; head_mask [num_layers, H] gives each block its row;
+        probes come back stacked [num_layers, ...]."""
         graphdef, stacked = nnx.split(self.blocks)
         layer_keys = None if key is None else jax.random.split(key, self.num_layers)
 
         def one_layer(x, layer):
-            params, layer_key = layer
+            params, layer_key, layer_head_mask = layer
             block = nnx.merge(graphdef, params)
-            x, found = block(x, key=layer_key, probe=probe, **kwargs)
+            x, found = block(x, key=layer_key, probe=probe, head_mask=layer_head_mask, **kwargs)
             return x, (found, nnx.state(block, nnx.BatchStat))  # BatchNorm's running statistics
 
-        x, (found, stats) = jax.lax.scan(one_layer, x, (stacked, layer_keys),
+        x, (found, stats) = jax.lax.scan(one_layer, x, (stacked, layer_keys, head_mask),
                                          unroll=self.num_layers <= UNROLL_MAX_LAYERS)
         if any(getattr(m, "use_running_average", True) is False  # BatchNorm, training mode:
                for _, m in nnx.iter_modules(self.blocks)):  # keep what the batch moved them to
@@ -99,13 +101,15 @@ class Transformer(nnx.Module):
         self.head = Dense(cfg.d_model, cfg.num_outputs, dtype=dtype, rngs=rngs)
 
     def __call__(self, tokens: Array, padding_mask: Optional[Array] = None, *,
-                 dropout_key: Optional[Array] = None, probe: bool = False
-                 ) -> tuple[Array, Optional[AttentionProbe]]:
+                 dropout_key: Optional[Array] = None, probe: bool = False,
+                 head_mask: Optional[Array] = None) -> tuple[Array, Optional[AttentionProbe]]:
         """tokens [B, T] int, padding_mask [B, T] bool (True = real token; real tokens first).
 
         Returns float32 logits — [B, T, num_outputs] for a token head, [B, num_outputs] for a
         pooled head — and, with probe=True, each layer's attention weights and logit scale
         stacked [num_layers, ...]. dropout_key=None means evaluation (no dropout).
+        head_mask [num_layers, num_heads]: each head's output is multiplied by its entry before
+        W_o, so 0 knocks that head out and changes nothing else (None: every head as trained).
         """
         cfg = self.cfg
         batch, length = tokens.shape
@@ -124,8 +128,11 @@ class Transformer(nnx.Module):
         rotate = (pos.rotary_qk_transform(length, cfg.head_dim)
                   if cfg.position is Position.ROTARY else None)
         mask = structured_attention_mask(padding_mask, length, cfg.causal)
+        if head_mask is not None and head_mask.shape != (cfg.num_layers, cfg.num_heads):
+            raise ValueError(f"head_mask has shape {head_mask.shape}; it must be [num_layers, "
+                             f"num_heads] = [{cfg.num_layers}, {cfg.num_heads}]")
         x, probes = self.layers(x, mask=mask, bias=bias, qk_transform=rotate, key=layers_key,
-                                probe=probe, token_mask=padding_mask)
+                                probe=probe, token_mask=padding_mask, head_mask=head_mask)
         x = apply_norm(self.final_norm, x, padding_mask)
 
         if cfg.head is Head.POOLED:  # mean over real tokens: [B, T, D] -> [B, D]
