@@ -75,7 +75,7 @@ def test_probe_max_abs_logit_skips_padded_rows_in_a_padded_encoder():
     from transformer_jax import Arch, Norm, Position, Transformer
     cfg = model_config(arch=Arch.ENCODER, position=Position.NONE, norm=Norm.NONE)
     model = Transformer(cfg, rngs=nnx.Rngs(0))
-    model.embed.embedding.value = model.embed.embedding.value.at[9].multiply(1e3)  # huge token 9
+    model.embed.embedding[...] = model.embed.embedding[...].at[9].multiply(1e3)  # huge token 9
     tokens = jnp.array([[3, 4, 5, 0, 0], [6, 7, 8, 5, 0]])  # no real token 9
     padding = tokens > 0
     _, found = model(tokens, padding, probe=True)
