@@ -4,8 +4,10 @@ input. Two traces are computed once each: the defaults (sinusoidal positions, po
 rotary positions with pre-norm."""
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from transformer_jax.explain import steps as ts
 from transformer_jax.config import ConfigError, Norm, Position
 
 ATOL = 1e-4  # float32 against float64 on scores of size ~3
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module", params=[("sinusoidal", "post"), ("rotary", "pre")],
@@ -63,7 +66,7 @@ def np_inputs(trace, model, tokens):
     return x
 
 
-def np_attention(x, attention, heads, rotary, mask=None):
+def np_attention(x, attention, heads, rotary, mask=None, bias=None):
     t, d = x.shape
     lin = lambda m, v: v @ array(m.kernel) + array(m.bias)  # noqa: E731
     split = lambda v: v.reshape(t, heads, d // heads)  # noqa: E731
@@ -72,6 +75,8 @@ def np_attention(x, attention, heads, rotary, mask=None):
         q, k = np_rotate(q, np.arange(t)), np_rotate(k, np.arange(t))
     raw = np.einsum("qhd,khd->hqk", q, k)
     scaled = raw / np.sqrt(d // heads)
+    if bias is not None:
+        scaled = scaled + bias
     if mask is not None:
         scaled = np.where(mask, scaled, -np.inf)
     weights = np_softmax(scaled)
@@ -85,7 +90,14 @@ def np_layernorm(x, norm):
     return (x - mean) / np.sqrt(var + 1e-5) * array(norm.scale) + array(norm.bias)
 
 
-def np_block(x, block, heads, norm, rotary, mask=None):
+def np_alibi(heads, length):
+    """-slope_h·|i - j| [H, T, T], slopes 2^(-8/H), 2^(-16/H), ... (heads a power of two)."""
+    slopes = 2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)
+    distance = np.abs(np.arange(length)[:, None] - np.arange(length)[None, :])
+    return -slopes[:, None, None] * distance
+
+
+def np_block(x, block, heads, norm, rotary, mask=None, bias=None):
     """{stage: (in, out)} and the output of one block, from the formulas."""
     stages = {}
 
@@ -96,7 +108,8 @@ def np_block(x, block, heads, norm, rotary, mask=None):
     hidden, output = block.feed_forward.hidden, block.feed_forward.output
     ffn = lambda v: (np.maximum(v @ array(hidden.kernel) + array(hidden.bias), 0)  # noqa: E731
                      @ array(output.kernel) + array(output.bias))
-    attend = lambda v: np_attention(v, block.attention, heads, rotary, mask)["output"]  # noqa: E731
+    attend = lambda v: np_attention(v, block.attention, heads, rotary, mask,  # noqa: E731
+                                    bias)["output"]
     ln = lambda name: (lambda v: np_layernorm(v, getattr(block, name)))  # noqa: E731
     if norm is Norm.PRE:
         before = lambda name, v: apply(name, ln(name), v)  # noqa: E731
@@ -190,6 +203,42 @@ def test_permutation_without_and_with_positions(traced):
     assert_close(out["output"], want, ATOL)
 
 
+def np_scheme_inputs(model, tokens, position: Position):
+    """x [T, D] of `tokens` under `position` (added tables only; rotary and ALiBi act inside)."""
+    x = array(model.embed.embedding)[tokens] * np.sqrt(model.cfg.d_model)
+    if position is Position.SINUSOIDAL:
+        x = x + np_sinusoidal(len(tokens), model.cfg.d_model)
+    elif position is Position.LEARNED:
+        x = x + array(model.learned.table)[:len(tokens)]
+    return x
+
+
+def test_each_schemes_permutation_difference_is_its_own(traced):
+    """Part 4's five differences, each recomputed in float64 from the formulas: every scheme's
+    outputs and max difference belong to it (none and ALiBi are 0 exactly; float32 leaves 1-2
+    ulps, which of the two gets which depends on XLA's optimization level), and the printout
+    shows each scheme's value on its own row."""
+    trace, model, n = traced
+    p = n["permutation"]
+    text = trace_cli.format_trace(trace, n, ts.head_shapes(length=3)).splitlines()
+    for position in Position:
+        bias = np_alibi(trace.heads, 3) if position is Position.ALIBI else None
+        rotary = position is Position.ROTARY
+        outputs = [np_block(np_scheme_inputs(model, tokens, position), model.block, trace.heads,
+                            trace.norm, rotary, bias=bias)[1]
+                   for tokens in (trace.tokens, trace.tokens[::-1])]
+        found = p["outputs"][position.value]
+        assert_close(found["output"], outputs[0], ATOL)
+        assert_close(found["reversed"], outputs[1], ATOL)
+        want = np.abs(outputs[1] - outputs[0][p["perm"]]).max()
+        assert abs(p["max_diff"][position.value] - want) < ATOL, position
+        if position in (Position.NONE, Position.ALIBI):
+            assert want < 1e-12 and p["max_diff"][position.value] < trace_cli.ROUNDING
+        (row,) = [line for line in text if line.startswith(f"    {position.value:<12}")]
+        assert row.split()[1] == f"{p['max_diff'][position.value]:.2g}", row
+        assert ("0 up to float32 rounding" in row) == (want < 1e-12), row
+
+
 def test_sinusoidal_rows_and_rotary_shift(traced):
     trace, _, n = traced
     assert_close(n["sinusoidal"], np_sinusoidal(3, trace.d_model), 1e-6)
@@ -241,9 +290,56 @@ def test_printout_shows_the_numbers(traced):
 def test_plot_writes_a_png(traced, tmp_path, monkeypatch):
     trace, _, n = traced
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mpl"))
-    path = tmp_path / "trace.png"
-    trace_cli.plot(str(path), trace, n)
+    path = trace_cli.plot_path(str(tmp_path / "new" / "dir" / "trace.png"))  # dirs made
+    assert path.parent.is_dir() and not path.exists()
+    trace_cli.plot(path, trace, n)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size < 200_000
+
+
+def figure_texts(fig) -> list[str]:
+    """Every string the figure draws: suptitle, titles, axis labels, tick labels, annotations."""
+    texts = [t.get_text() for t in fig.texts]
+    for ax in fig.axes:
+        texts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        texts += [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels() + ax.texts]
+    return [t for t in texts if t]
+
+
+def test_figure_labels_follow_the_position(traced, monkeypatch, tmp_path):
+    """Each --position's figure names that position and no other (the labels read the trace's
+    config; the numbers hold every scheme's permutation outputs), and its last panel draws that
+    scheme's differences."""
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mpl"))
+    trace, _, n = traced
+    p = n["permutation"]
+    for position in Position:
+        fig = trace_cli.trace_figure(dataclasses.replace(trace, position=position), n)
+        texts = " | ".join(figure_texts(fig)).lower()
+        plt.close(fig)
+        assert f"{position.value} positions" in fig._suptitle.get_text()
+        for other in Position:
+            if other is not position:
+                assert f"{other.value} positions" not in texts, (position, other, texts)
+                assert (other is not Position.ALIBI) or "alibi" not in texts, (position, texts)
+        last = fig.axes[7]  # the eight panels come first, their colour bars after
+        assert last.get_title().startswith(f"|difference|, {position.value} positions")
+        want = np.abs(p["outputs"][position.value]["reversed"]
+                      - p["outputs"][position.value]["output"][p["perm"]])
+        assert_close(last.get_images()[0].get_array(), want, 0)
+
+
+@pytest.mark.parametrize("name, fragment", [
+    ("trace.pdf", "must name a .png file"), ("", "is a directory"),
+    ("file.txt/trace.png", "is not writable")])
+def test_bad_plot_path_is_one_line(tmp_path, name, fragment):
+    (tmp_path / "file.txt").write_text("a file, not a directory")
+    path = str(tmp_path / name) if name else str(tmp_path)
+    with pytest.raises(ConfigError) as error:
+        trace_cli.plot_path(path)
+    message = str(error.value)
+    assert "\n" not in message and f"--plot={path!r}" in message and fragment in message, message
 
 
 # --- bad input ----------------------------------------------------------------------------------
@@ -266,12 +362,16 @@ def test_bad_input_is_one_line(kwargs, fragments):
         assert fragment in message, (fragment, message)
 
 
-def test_bad_input_exits_2_with_one_line():
+@pytest.mark.parametrize("flag, error", [
+    ("--heads=3", "--heads=3 does not divide --d_model=8; valid --heads: 1, 2, 4, 8"),
+    ("--plot=README.md/trace.png",
+     "--plot='README.md/trace.png' is not writable: 'README.md' is a file, not a directory")])
+def test_bad_input_exits_2_with_one_line(flag, error):
     """The same ConfigError through the command: one `error:` line, exit 2 (one process, which
     stops before JAX compiles anything)."""
-    proc = subprocess.run([sys.executable, "-m", "transformer_jax.trace", "--heads=3",
-                           "dog bites man"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "transformer_jax.trace", flag, "dog bites man"],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert lines == ["error: --heads=3 does not divide --d_model=8; valid --heads: 1, 2, 4, 8"]
+    assert lines == [f"error: {error}"]
     assert proc.stdout == ""

@@ -1,21 +1,26 @@
 r"""Trace one attention step by hand: python -m transformer_jax.trace "dog bites man"
 
+    python -m transformer_jax.trace "the cat sees a bird" --position=rotary --plot=runs/trace.png
+
 Prints the numbers of the project's own modules on a tiny example, in five parts: the four steps
 (x -> Q, K, V -> Q·Kᵀ -> ÷√d_k -> softmax -> weights·V) and one token's view of them; why ÷√d_k;
 the shapes of multi-head attention at d_model 512; what positions change; the causal mask and
 one block. Flags: --d_model, --heads, --seed, --token (the flow view's word or position),
---position (of the input vectors), --norm (placement in the block), --plot FILE (a PNG).
+--position (of the input vectors), --norm (placement in the block), --plot FILE (a PNG; its
+directories are made, and runs/ is where git ignores it).
 The numbers come from `trace_steps`; this file only prints and draws them.
 """
 from __future__ import annotations
 
 import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 from absl import flags
 
 from transformer_jax.train import cli
-from transformer_jax.config import Position
+from transformer_jax.config import ConfigError, Position
 
 _D_MODEL = flags.DEFINE_integer("d_model", 8, "Width of the token vectors.")
 _HEADS = flags.DEFINE_integer("heads", 2, "Attention heads; must divide --d_model.")
@@ -25,9 +30,13 @@ _TOKEN = flags.DEFINE_string("token", None, "The flow view's token: a word of th
 _POSITION = flags.DEFINE_string("position", "sinusoidal", "Positions of the input vectors "
                                 "(parts 1, 5): sinusoidal, learned, rotary, alibi or none.")
 _NORM = flags.DEFINE_string("norm", "post", "Norm placement in part 5's block: post, pre, none.")
-_PLOT = flags.DEFINE_string("plot", None, "Also draw the trace into this PNG file.")
+_PLOT = flags.DEFINE_string("plot", None, "Also draw the trace into this PNG file, e.g. "
+                            "runs/trace.png (missing directories are made).")
 
 WIDTH = 7  # characters per number
+# Part 4: a difference below this is float32 rounding of an exact 0 (an ulp of the block's
+# outputs, which are ~1, is 1.2e-7; the sums over keys run in the other order).
+ROUNDING = 1e-5
 
 
 def nums(values, width: int = WIDTH, digits: int = 2) -> str:
@@ -147,11 +156,14 @@ def part_positions(trace, n, table_rows: int = 4) -> list[str]:
     out += [f"  {w:<10}{nums(a[:show])}   {nums(b[:show])}"
             for w, a, b in zip(words[::-1], none["output"][p["perm"]], none["reversed"])]
     out.append("  max |out(reversed) − out(sentence)[perm]| by positional scheme:")
-    notes = {Position.NONE: "float32 rounding only: the same sums, taken in the other order",
-             Position.ALIBI: "reversing keeps every distance |i − j|: ALiBi's bias cannot tell"}
+    notes = {Position.NONE: "no positions to reverse",
+             Position.ALIBI: "ALiBi sees only |i − j|, which reversing keeps"}
     for position in Position:
         diff = p["max_diff"][position.value]
-        out.append(f"    {position.value:<12}{diff:9.2g}   {notes.get(position, '')}".rstrip())
+        note = notes.get(position, "")
+        if diff < ROUNDING:  # which of two exact zeros rounds to 1 or 2 ulps is the compiler's
+            note = f"0 up to float32 rounding: {note}"
+        out.append(f"    {position.value:<12}{diff:9.2g}   {note}".rstrip())
     rows = min(table_rows, len(words))
     out += [f"  sinusoidal table PE[pos, :] (first {rows} rows)",
             *table(n["sinusoidal"][:rows], [f"    pos {r}" for r in range(rows)])]
@@ -201,29 +213,57 @@ def format_trace(trace, n, shapes) -> str:
     return "\n\n".join("\n".join(p) for p in parts)
 
 
-def plot(path: str, trace, n) -> None:
-    """Heatmaps of head 0's scores, scaled scores, weights and causal weights, and the
-    permutation demonstration, in one figure."""
+def plot_path(path: str) -> Path:
+    """--plot's file, checked before anything is computed: a .png whose directory exists or is
+    made here, and can be written; otherwise a one-line ConfigError naming the path."""
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"--plot={path!r} is a directory; name a file in it, e.g. "
+                          f"--plot={target / 'trace.png'}")
+    if target.suffix.lower() != ".png":
+        raise ConfigError(f"--plot={path!r} must name a .png file, e.g. --plot=runs/trace.png")
+    blocking = next((d for d in target.parents if d.exists() and not d.is_dir()), None)
+    if blocking is not None:
+        raise ConfigError(f"--plot={path!r} is not writable: {str(blocking)!r} is a file, not a "
+                          f"directory")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tempfile.NamedTemporaryFile(dir=target.parent, prefix=".write-test.").close()
+    except OSError as e:
+        raise ConfigError(f"--plot={path!r} is not writable ({e.strerror or e})") from None
+    return target
+
+
+def trace_figure(trace, n):
+    """Heatmaps of head 0's scores, scaled scores, weights and causal weights (under
+    trace.position), and the permutation demonstration: the outputs without positions, and
+    |out(reversed) − out(sentence)[perm]| without positions and under trace.position."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     words, steps, p = trace.words, n["steps"], n["permutation"]
-    none, sinus = p["outputs"][Position.NONE.value], p["outputs"][Position.SINUSOIDAL.value]
+    position = trace.position.value
+    none, chosen = p["outputs"][Position.NONE.value], p["outputs"][position]
     diff = lambda o: np.abs(o["reversed"] - o["output"][p["perm"]])  # noqa: E731
+    # one scale for both |difference| panels: the chosen scheme's, or where that is only
+    # rounding (none, ALiBi) the largest scheme's, so that rounding reads as 0
+    largest = p["max_diff"][position]
+    diff_range = (0, largest if largest >= ROUNDING else max(p["max_diff"].values()))
     score_range = (min(steps["raw"][0].min(), 0), max(steps["raw"][0].max(), 0))
+    bias = " + ALiBi bias" if trace.position is Position.ALIBI else ""
     fig, axes = plt.subplots(2, 4, figsize=(13, 6))
-    # (data, title, key labels or None for output dimensions, colour limits)
-    panels = [(steps["raw"][0], "Q·Kᵀ (head 0)", score_range),
-              (steps["scaled"][0], "÷√d_k (same colour scale)", score_range),
+    # (data, title, colour limits)
+    panels = [(steps["raw"][0], f"Q·Kᵀ (head 0, {position} positions)", score_range),
+              (steps["scaled"][0], f"÷√d_k{bias} (same colour scale)", score_range),
               (steps["weights"][0], "softmax weights (rows sum to 1)", (0, 1)),
               (n["causal"]["weights"][0], "causal mask: weights", (0, 1)),
               (none["output"][p["perm"]], "no positions: out(sentence)[perm]", None),
               (none["reversed"], "no positions: out(reversed)", None),
               (diff(none), f"|difference|, no positions (max {diff(none).max():.1g})",
-               (0, diff(sinus).max())),
-              (diff(sinus), f"|difference|, sinusoidal (max {diff(sinus).max():.2f})",
-               (0, diff(sinus).max()))]
+               diff_range),
+              (diff(chosen), f"|difference|, {position} positions (max "
+                             f"{diff(chosen).max():.2g})", diff_range)]
     for index, (ax, (data, title, limits)) in enumerate(zip(axes.flat, panels)):
         image = ax.imshow(data, cmap="viridis", aspect="auto",
                           **(dict(vmin=limits[0], vmax=limits[1]) if limits else {}))
@@ -241,18 +281,28 @@ def plot(path: str, trace, n) -> None:
         else:
             ax.set_xlabel("output dimension")
     fig.suptitle(f'"{" ".join(words)}": d_model {trace.d_model}, {trace.heads} heads, '
-                 f"seed {trace.seed}")
+                 f"{position} positions, {trace.norm.value}-norm block, seed {trace.seed}")
     fig.tight_layout()
+    return fig
+
+
+def plot(path, trace, n) -> None:
+    """`trace_figure`, written to `path` (PNG)."""
+    import matplotlib.pyplot as plt
+
+    fig = trace_figure(trace, n)
     fig.savefig(path, dpi=72)
     plt.close(fig)
 
 
-def run(trace, plot_path=None) -> str:
+def run(trace, plot_to=None) -> str:
+    """The printout; `plot_to` (a path from `plot_path`): also the figure, and a line naming it."""
     from transformer_jax.explain import steps as trace_steps
     _, n = trace_steps.trace_numbers(trace)
     text = format_trace(trace, n, trace_steps.head_shapes(length=len(trace.words)))
-    if plot_path:
-        plot(plot_path, trace, n)
+    if plot_to:
+        plot(plot_to, trace, n)
+        text += f"\n\nFigure: {plot_to}"
     return text
 
 
@@ -273,6 +323,7 @@ def main(argv):
         trace = TraceConfig(" ".join(argv[1:]), d_model=_D_MODEL.value, heads=_HEADS.value,
                             seed=_SEED.value, token=_TOKEN.value, position=_POSITION.value,
                             norm=_NORM.value)
-        print(run(trace, _PLOT.value))
+        figure = plot_path(_PLOT.value) if _PLOT.value is not None else None
+        print(run(trace, figure))
     sys.exit(0)
 
