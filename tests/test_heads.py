@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from transformer_jax.train import cli
-from transformer_jax.studies.analysis import head_roles
+from transformer_jax.studies.analysis import head_importance, head_roles
 from transformer_jax.studies import sweep
 from transformer_jax.data import DataError, synthetic
 from transformer_jax.model.transformer import count_params
@@ -74,7 +74,8 @@ def test_both_analyses_on_a_tiny_finished_study(tmp_path):
     study = Study(name="tiny_heads", claim="c", published="p", base=base,
                   variants={v: full.variants[v] for v in ("h1", "h8")}, seeds=(0, 1),
                   metrics=("eval/accuracy",), expectations=(),
-                  analyses=(heads.cost_by_heads, head_roles.make_analysis((check,))))
+                  analyses=(heads.cost_by_heads, head_roles.make_analysis((check,)),
+                            head_importance.make_analysis("accuracy")))
     root = tmp_path / "study"
     assert sweep.run_study(study, str(root))
     verdict = (root / "verdict.md").read_text()
@@ -87,3 +88,44 @@ def test_both_analyses_on_a_tiny_finished_study(tmp_path):
     assert {r["role"] for r in rows} <= set(head_roles.ROLES)
     assert all(0.0 <= float(r["previous_token"]) <= 1.0 for r in rows)
     assert (root / head_roles.PLOT_FILE).stat().st_size > 0
+    assert "### Which heads the model uses (knock-out)" in verdict
+    _check_knockouts(root)
+
+
+def _check_knockouts(root: Path):
+    """head_importance.csv against the same knock-outs computed apart: one head masked at a time
+    through Transformer(..., head_mask=...) and the accuracy counted in numpy."""
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from transformer_jax.studies.analysis.restore import restore_variant
+
+    with (root / head_importance.CSV_FILE).open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 * (1 + 8)  # seeds × heads of h1 and h8
+    restored = restore_variant({0: root / "h8" / "seed_0"})
+    model = nnx.merge(restored.graphdef, _first_seed(restored.params))
+    batches = list(restored.run.dataset.eval_batches(head_importance.BATCH, "encoder"))
+
+    def accuracy(mask):
+        right = total = 0.0
+        for b in batches[:head_importance.MAX_EXAMPLES // head_importance.BATCH]:
+            logits, _ = model(b["inputs"], b["padding_mask"], head_mask=jnp.asarray(mask))
+            w = np.asarray(b["weights"], float)
+            right += float(np.sum((np.argmax(np.asarray(logits), -1) == b["targets"]) * w))
+            total += float(w.sum())
+        return right / total
+    by_head = {int(r["head"]): r for r in rows if r["variant"] == "h8" and r["seed"] == "0"}
+    base = accuracy(np.ones((1, 8), np.float32))
+    for head in (0, 5):
+        mask = np.ones((1, 8), np.float32)
+        mask[0, head] = 0.0
+        without = accuracy(mask)
+        assert abs(float(by_head[head]["without_head"]) - without) < 1e-4
+        assert abs(float(by_head[head]["drop"]) - (base - without)) < 2e-4
+    assert abs(float(by_head[0]["with_all_heads"]) - base) < 1e-4
+
+
+def _first_seed(params):
+    import jax
+    return jax.tree.map(lambda x: x[0], params)

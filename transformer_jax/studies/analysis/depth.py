@@ -19,6 +19,7 @@ from typing import Mapping
 import numpy as np
 
 from transformer_jax.studies.analysis import probes
+from transformer_jax.studies.markdown import markdown_table
 from transformer_jax.studies import report
 from transformer_jax.studies import study
 from transformer_jax.config import Norm
@@ -129,7 +130,7 @@ def write_probes(root: Path, depth: int = 24) -> str:
                       ylabel="mean pairwise cosine")
     shown = sorted({l for l in (0, 1, 2, 6, 12, 24, 48) if l < depth} | {depth})
     rows = [(name, *(float(curves[name][l]) for l in shown)) for name in curves]
-    table = probes.markdown_table(["architecture"] + [f"after layer {l}" for l in shown], rows)
+    table = markdown_table(["architecture"] + [f"after layer {l}" for l in shown], rows)
     return (f"Mean pairwise cosine similarity of token vectors, {depth}-layer encoder at "
             "initialization (1 = every token the same vector: rank collapse).\n\n"
             f"{table}\n\n![similarity]({PROBE_FILE})")

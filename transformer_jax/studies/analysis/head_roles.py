@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from transformer_jax.studies.analysis import probes
+from transformer_jax.studies.markdown import markdown_table
 from transformer_jax.train import loop as train
 from transformer_jax.studies.analysis.restore import finished_run_dirs, restore_variant
 
@@ -196,7 +196,7 @@ def _markdown(results, checks: tuple[Check, ...]) -> str:
             rows.append((variant, seed, s.offset.size, f"{s.previous.max():.2f}",
                          f"{s.induction.max():.2f}", f"{np.std(s.offset):.2f}",
                          f"{np.std(init.offset):.2f}", counts))
-    table = probes.markdown_table(
+    table = markdown_table(
         ["variant", "seed", "heads", "max previous-token", "max prefix matching",
          "offset spread (std over heads)", "spread at init", "roles"], rows)
     lines = ["### What the heads learned", "",

@@ -23,12 +23,7 @@ from flax import nnx
 from transformer_jax.config import Arch, ModelConfig, Norm, Position
 from transformer_jax.model.transformer import Transformer, attention_mask
 from transformer_jax.model.positions import sinusoidal_table
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
-    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows])
+from transformer_jax.studies.markdown import markdown_table  # noqa: F401 (experiment files use it)
 
 
 def score_scale(head_dims: Sequence[int] = (16, 64, 256), length: int = 64, samples: int = 4096,
