@@ -11,6 +11,7 @@ fresh checkout's.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -103,6 +104,68 @@ def test_readme_trace_teaser_is_real_output():
                           timeout=SNIPPET_TIMEOUT_S, env=snippet_env())
     assert done.returncode == 0, done.stderr
     find_in_order(segments, done.stdout.splitlines())
+
+
+# ---- links ------------------------------------------------------------------------------------
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def local_links(page: Path) -> list[str]:
+    return [t for t in LINK.findall(page.read_text()) if not re.match(r"[a-z]+:|#", t)]
+
+
+def test_readme_local_links_resolve():
+    links = local_links(README)
+    assert any(link.startswith("docs/") for link in links)
+    missing = [t for t in links if not (ROOT / t.split("#")[0]).exists()]
+    assert not missing, f"README links to files that do not exist: {missing}"
+
+
+def test_docs_site_builds_strictly(tmp_path):
+    """mkdocs fails on a link to a missing page or anchor, a page left out of the nav, or a
+    `::: module` whose symbol no longer exists."""
+    mkdocs = Path(sys.executable).with_name("mkdocs")
+    start = time.monotonic()
+    done = subprocess.run([str(mkdocs), "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
+                           "-d", str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=SNIPPET_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (tmp_path / "site" / "api" / "index.html").exists()
+    assert time.monotonic() - start < 60
+
+
+# ---- pages that mirror the code --------------------------------------------------------------
+
+CONFIG_PAGE = DOCS / "configuration.md"
+
+
+def config_fields() -> set[str]:
+    """Every leaf field of every config file's config, as `section.field` (or `seed`)."""
+    fields = set()
+    for path in sorted((ROOT / "configs").glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"config_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        config = module.get_config("tiny").to_dict()
+        fields |= {f"{k}.{f}" if isinstance(v, dict) else k
+                   for k, v in config.items() for f in (v if isinstance(v, dict) else [None])}
+    return fields
+
+
+def test_configuration_page_names_every_field_and_no_other():
+    fields = config_fields()
+    assert {"seed", "model.position", "train.num_steps", "data.task"} <= fields
+    rows = set(re.findall(r"^\| `([a-z_]+(?:\.[a-z_0-9]+)?)` \|", CONFIG_PAGE.read_text(), flags=re.M))
+    assert not fields - rows, f"config fields missing from docs/configuration.md: {sorted(fields - rows)}"
+    assert not rows - fields, f"docs/configuration.md names no such field: {sorted(rows - fields)}"
+
+
+def test_tutorial_shows_the_study_file_it_runs():
+    page = (DOCS / "writing-a-study.md").read_text()
+    shown = fenced(section(page, "## The file"), "python")[0]
+    assert shown == (DOCS / "examples" / "my_study.py").read_text()
+    assert "--experiment=docs/examples/my_study.py" in page and "--size=tiny" in page
 
 
 # ---- the snippets -----------------------------------------------------------------------------
