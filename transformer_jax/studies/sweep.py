@@ -3,13 +3,15 @@ r"""The sweep behind `python -m transformer_jax.sweep` --experiment=experiments/
 `--experiment=experiments/` (a directory) runs every study in it of one suite (`--suite`:
 main = the generated-data studies, the default; lm = the real-text ones; depth = deep stacks,
 BatchNorm and heads; all), each into
-DIR/<name>, and writes DIR/report.md linking their verdicts and plots (what scripts/run.sh
-does). A single experiment file runs whatever its suite.
+DIR/<name>, and writes DIR/report.md linking their verdicts and plots and DIR/README.md, the
+index of their pages (what scripts/run.sh does). A single experiment file runs whatever its suite.
 
 Runs every variant × seed into DIR/<variant>/seed_<n> (one TensorBoard logdir:
 `tensorboard --logdir DIR` overlays them), the seeds of a variant side by side in one compiled
 program (`train.train_replicas`); skips finished runs, resumes partial ones, then writes
-curves.png, summary.csv, summary.md and verdict.md.
+curves.png, summary.csv, summary.md, verdict.md, provenance.json (the machine, stack and commit
+of the process that trained its last runs: `transformer_jax.studies.provenance`) and README.md,
+the study's page (`transformer_jax.studies.pages`).
 `--shard=i/n` runs every n-th run starting at i (cluster array jobs); the report is written
 by whichever shard finds every run ended. `--jobs=N` trains N variants at once in worker
 processes (`transformer_jax.studies.jobs`), longest first.
@@ -29,9 +31,12 @@ from absl import flags, logging
 
 from transformer_jax.train import cli
 from transformer_jax.studies import jobs as jobs_lib
+from transformer_jax.studies import pages
+from transformer_jax.studies import provenance
 from transformer_jax.studies import report
 from transformer_jax.studies import study as study_lib
 from transformer_jax.studies import terminal
+from transformer_jax.studies.catalog import check_suite, select_studies
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.train.loop import PREEMPTED, check_config, has_ended
 
@@ -46,9 +51,6 @@ _SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --ex
                              "main (generated data) | lm (real text) | depth (deep stacks, BatchNorm, heads) | all. "
                              "A file ignores it.")
 flags.mark_flags_as_required(["experiment", "workdir"])
-STUDY_ORDER = ("scaling", "positions", "residuals", "norm_placement", "length_generalization",
-               "lm_positions", "lm_scaling", "depth")
-SUITES = ("main", "lm", "depth", "all")  # 'all': every study, whatever its suite
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -109,10 +111,12 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
         if study.probes and index == 0 and jobs > 1:  # else the report runs them
             tasks.append(task())
     by_name = {study.name: study for study, _, _ in studies}
+    experiments = {study.name: experiment for study, _, experiment in studies}
     pending = {name: sum(t.study == name for t in tasks) for name in by_name}
     for t in tasks:  # a study whose runs another study's task trains waits for that task too
         for name in linked.get((t.study, t.variant), ()):
             pending[name] += 1
+    trains_here = {name: bool(n) for name, n in pending.items()}
     reported = {name: False for name in by_name}
 
     def report_when_ended(name: str) -> None:
@@ -125,6 +129,10 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
             return
         with cli.log_to_file(root / jobs_lib.REPORT_LOG):  # the analyses' own lines, and TFDS's
             report.write_report(study, root)
+        if trains_here[name] or not (root / provenance.FILE).exists():
+            # what trained the runs; a rerun that only rewrites the report keeps the record
+            provenance.write(root / provenance.FILE, provenance.collect(study, size, shard))
+        pages.write_run_page(study, root, experiments[name])
         reported[name] = True
         progress.study_reported(name)
 
@@ -196,31 +204,6 @@ def link_identical_runs(name: str, root: Path, configs: dict[tuple[str, int], An
     return shared
 
 
-def check_suite(suite: str) -> str:
-    if suite not in SUITES:
-        raise study_lib.ConfigError(f"--suite={suite!r} is not one of: {', '.join(SUITES)}")
-    return suite
-
-
-def select_studies(directory: Path, size: str, suite: str = "main"
-                   ) -> list[tuple[study_lib.Study, Path]]:
-    """The studies of `directory` in `suite` ('all': every one): the main suite first, each
-    suite in STUDY_ORDER, then by name."""
-    check_suite(suite)
-    files = list(directory.glob("[!_]*.py"))
-    if not files:
-        raise study_lib.ConfigError(f"--experiment={str(directory)!r} holds no experiment files")
-    studies = sorted(((study_lib.load_study(path, size), path) for path in files),
-                     key=lambda sp: (sp[0].suite != "main", sp[0].suite, STUDY_ORDER.index(
-                         sp[1].stem) if sp[1].stem in STUDY_ORDER else len(STUDY_ORDER), sp[1].stem))
-    chosen = [(s, p) for s, p in studies if suite == "all" or s.suite == suite]
-    if not chosen:
-        found = sorted({s.suite for s, _ in studies})
-        raise study_lib.ConfigError(f"--experiment={str(directory)!r} holds no study of "
-                                    f"--suite={suite!r}; its suites: {', '.join(found)}")
-    return chosen
-
-
 def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int],
             jobs: int = 1, suite: str = "main",
             progress: Optional[terminal.JobProgress] = None) -> Path | None:
@@ -232,6 +215,7 @@ def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int],
     done = run_studies(studies, shard, jobs, size, progress)
     if not all(done.values()):
         return None
+    pages.write_run_index(root, [(study, Path(where)) for study, where, _ in studies])
     return report.write_index(root, list(done))
 
 

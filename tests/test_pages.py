@@ -1,0 +1,294 @@
+"""Results pages and provenance: the committed pages are exactly what the code writes from the
+committed results files (a planted change to one of them shows), every link on them resolves,
+provenance is read off the machine and the checkout, and a sweep's output carries both."""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import os
+import re
+import shutil
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from transformer_jax.studies import pages
+from transformer_jax.studies import provenance
+from transformer_jax.studies import sweep
+from transformer_jax.train import workdir as workdir_lib
+
+from tiny_study import tiny_study
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "experiments" / "results"
+README = REPO / "README.md"
+INPUTS = ("_verdict.md", "_summary.md", "_summary.csv", "_" + provenance.FILE)
+STUDIES = sorted(p.name[:-len("_verdict.md")] for p in RESULTS.glob("*_verdict.md"))
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+INTEL = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+flags\t\t: fpu sse2 avx avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
+
+processor\t: 1
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+flags\t\t: fpu sse2
+"""
+AMD = "processor : 0\nmodel name : AMD EPYC 7B13 64-Core Processor\nflags : fpu avx avx2 sse4_2\n"
+ARM = "processor : 0\nBogoMIPS : 50.00\nFeatures : fp asimd\nCPU implementer : 0x41\n"
+
+
+def _copy_results(to: Path, names=STUDIES) -> Path:
+    """The committed results files the pages are made from (no pages, no plots) in
+    to/experiments/results, beside links to the experiment files."""
+    results = to / "experiments" / "results"
+    results.mkdir(parents=True)
+    for experiment in (REPO / "experiments").glob("*.py"):
+        (to / "experiments" / experiment.name).symlink_to(experiment)
+    for name in names:
+        for suffix in INPUTS:
+            if (RESULTS / f"{name}{suffix}").exists():
+                shutil.copy(RESULTS / f"{name}{suffix}", results)
+    return results
+
+
+def _readme_with_markers(tmp_path: Path) -> tuple[Path, str]:
+    """A copy of README.md (or, where it has no headline markers, one that has them) and the
+    text it must have once updated."""
+    readme = tmp_path / "README.md"
+    text = README.read_text()
+    if pages.HEADLINE_START in text:
+        readme.write_text(text)
+        return readme, text
+    readme.write_text(f"# x\n\n{pages.HEADLINE_START}\nold\n{pages.HEADLINE_END}\n\nafter\n")
+    return readme, ""
+
+
+def test_committed_pages_are_what_the_code_writes_from_the_committed_results(tmp_path):
+    results = _copy_results(tmp_path)
+    readme, expected_readme = _readme_with_markers(tmp_path)
+    assert pages.main([f"--results={results}", f"--readme={readme}"]) == 0
+    written = sorted(p.name for p in results.glob("*.md") if not p.name.endswith(INPUTS))
+    assert written == sorted([pages.INDEX] + [f"{n}.md" for n in STUDIES])
+    for name in written:
+        assert (results / name).read_bytes() == (RESULTS / name).read_bytes(), (
+            f"experiments/results/{name} is stale: run python -m transformer_jax.studies.pages")
+    text = readme.read_text()
+    if expected_readme:
+        assert text == expected_readme, "README.md's headline table is stale: run the same"
+    else:  # the markers' block was replaced, the rest kept
+        assert text.startswith(f"# x\n\n{pages.HEADLINE_START}\n| study | claim | verdict |")
+        assert text.endswith(f"{pages.HEADLINE_END}\n\nafter\n") and "old" not in text
+    for name in STUDIES:
+        assert f"| [{name}](experiments/results/{name}.md) |" in text
+
+
+def test_a_planted_change_to_a_committed_result_changes_the_pages(tmp_path):
+    results = _copy_results(tmp_path, ["scaling", "residuals"])
+    summary = results / "scaling_summary.md"
+    assert "| scaled | model.attn_scale=True" in summary.read_text()
+    summary.write_text(summary.read_text().replace("0.745 ± 0.015", "0.746 ± 0.015", 1))
+    csv = results / "residuals_summary.csv"
+    csv.write_text(csv.read_text().replace(",finished,", ",diverged,", 1))
+    verdict = results / "residuals_verdict.md"
+    verdict.write_text(verdict.read_text().replace(
+        "claim holds on this run** (2 hold, 0 do not",
+        "claim partly holds on this run** (1 hold, 1 do not"))
+    pages.write_results(results)
+    scaling = (results / "scaling.md").read_text()
+    residuals = (results / "residuals.md").read_text()
+    assert scaling != (RESULTS / "scaling.md").read_text() and "0.746 ± 0.015" in scaling
+    assert residuals != (RESULTS / "residuals.md").read_text()
+    assert "8 finished, 1 diverged." in residuals
+    index = (results / pages.INDEX).read_text()
+    assert "| partly holds: 1 of 2 hold, 1 does not | not recorded |" in index
+    assert "| holds: 2 of 2 hold | not recorded |" in index  # scaling's, unchanged
+
+
+def test_every_link_on_the_committed_pages_resolves(monkeypatch):
+    for page in [RESULTS / pages.INDEX, *(RESULTS / f"{n}.md" for n in STUDIES)]:
+        links = LINK.findall(page.read_text())
+        assert links, page
+        for link in links:
+            assert (page.parent / link).is_file(), f"{page.name} links to missing {link}"
+    table = pages.headline_table(RESULTS, REPO)
+    assert all((REPO / link).is_file() for link in LINK.findall(table))
+    monkeypatch.chdir(REPO)  # without a link base, links are the results directory as given
+    assert pages.headline_table(Path("experiments/results")).count("](experiments/results/") \
+        == len(STUDIES)
+
+
+def test_pages_without_provenance_say_so():
+    for name in STUDIES:
+        if not (RESULTS / f"{name}_{provenance.FILE}").exists():
+            text = (RESULTS / f"{name}.md").read_text()
+            assert "Provenance not recorded: these results predate provenance files" in text
+            assert f"no {name}_{provenance.FILE} beside them" in text
+
+
+def test_a_page_shows_the_recorded_provenance(tmp_path):
+    results = _copy_results(tmp_path, ["scaling"])
+    record = provenance.describe(
+        study="scaling", suite="main", size="default", seeds=(0, 1, 2), runs=12, shard=(1, 2),
+        cpuinfo=INTEL, cpus=224, system="Linux x86_64",
+        stack={"python": "3.11.7", "jax": "0.4.38", "flax": None}, commit="ab" * 20,
+        dirty=True, date="2026-12-02T12:00:00+00:00")
+    provenance.write(results / f"scaling_{provenance.FILE}", record)
+    pages.write_results(results)
+    page = (results / "scaling.md").read_text()
+    assert ("- **Machine:** Intel(R) Xeon(R) Platinum 8480+, 224 logical CPUs, Linux x86_64; "
+            "CPU flags: avx2, avx512f, avx512_bf16, amx_bf16, amx_int8, amx_tile") in page
+    assert "- **Stack:** python 3.11.7, jax 0.4.38, flax not installed" in page
+    assert f"commit `{'ab' * 20}` with uncommitted changes" in page
+    assert "`--size=default`, seeds [0, 1, 2], 12 runs; the report written by shard 1/2" in page
+    assert "2026-12-02T12:00:00+00:00" in page and "not recorded" not in page
+    index = (results / pages.INDEX).read_text()
+    assert "| Intel(R) Xeon(R) Platinum 8480+ (224 CPUs) |" in index
+
+
+def test_cpuinfo_model_and_flags():
+    assert provenance.parse_cpuinfo(INTEL) == (
+        "Intel(R) Xeon(R) Platinum 8480+",
+        ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile"))
+    assert provenance.parse_cpuinfo(AMD) == ("AMD EPYC 7B13 64-Core Processor", ("avx2",))
+    assert provenance.parse_cpuinfo(ARM) == (provenance.UNKNOWN, ())
+
+
+def test_collect_reads_this_machine_and_stack(tmp_path):
+    study = tiny_study(tmp_path / "data", seeds=(0, 1))
+    now = datetime.datetime(2026, 12, 2, 15, 0, tzinfo=datetime.timezone.utc)
+    record = provenance.collect(study, "tiny", (0, 1), now=now)
+    model, flags = provenance.parse_cpuinfo(Path("/proc/cpuinfo").read_text())
+    assert record["machine"] == {"cpu": model, "cpus": os.cpu_count(), "cpu_flags": list(flags),
+                                 "system": record["machine"]["system"]}
+    assert model != provenance.UNKNOWN  # this is a Linux x86 machine with a model name
+    stack = record["stack"]
+    assert stack["jax"] == jax.__version__ and stack["numpy"] == np.__version__
+    assert stack["jaxlib"] == metadata.version("jaxlib")
+    assert stack["flax"] == metadata.version("flax")
+    assert stack["optax"] == metadata.version("optax") and stack["python"].count(".") == 2
+    assert record["sweep"] == {"size": "tiny", "seeds": [0, 1], "runs": 4, "shard": "0/1"}
+    assert record["date"] == "2026-12-02T15:00:00+00:00" and record["suite"] == "main"
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    if head.returncode == 0:
+        assert record["code"]["commit"] == head.stdout.strip()
+        assert isinstance(record["code"]["dirty"], bool)
+    path = provenance.write(tmp_path / provenance.FILE, record)
+    assert provenance.read(path) == record and provenance.read(tmp_path / "none.json") is None
+
+
+def test_git_commit_and_dirty_flag(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c",
+                               "user.email=t@t", *args], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    git("init", "-q")
+    (repo / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("commit", "-q", "-m", "code")
+    head = git("rev-parse", "HEAD")
+    assert provenance.git_commit(repo) == (head, False)
+    (repo / "runs").mkdir()
+    (repo / "runs" / "out.txt").write_text("untracked")
+    assert provenance.git_commit(repo) == (head, False)  # untracked files are not the code
+    (repo / "code.py").write_text("x = 2\n")
+    assert provenance.git_commit(repo) == (head, True)
+    assert provenance.git_commit(repo / "runs") == (provenance.UNKNOWN, None)  # inside, not top
+    assert provenance.git_commit(tmp_path / "elsewhere") == (provenance.UNKNOWN, None)
+
+
+def test_update_readme_needs_the_markers(tmp_path):
+    results = _copy_results(tmp_path, ["scaling"])
+    readme = tmp_path / "README.md"
+    readme.write_text("# no markers\n")
+    with pytest.raises(pages.PageError, match="headline:start"):
+        pages.update_readme(readme, results)
+    readme.write_text(f"a\n{pages.HEADLINE_END}\n{pages.HEADLINE_START}\n")
+    with pytest.raises(pages.PageError, match="headline:end"):
+        pages.update_readme(readme, results)
+    readme.write_text(f"a\n{pages.HEADLINE_START}\n{pages.HEADLINE_END}\nb\n")
+    assert pages.update_readme(readme, results)
+    assert readme.read_text() == (f"a\n{pages.HEADLINE_START}\n| study | claim | verdict |\n"
+                                  "|---|---|---|\n| [scaling](experiments/results/scaling.md) | "
+                                  "Dividing Q·Kᵀ by √d_k keeps softmax out of saturation so "
+                                  "gradients flow. | holds: 2 of 2 hold |\n"
+                                  f"{pages.HEADLINE_END}\nb\n")
+    assert not pages.update_readme(readme, results)  # already current
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--results=/nonexistent/results", "--readme="],
+     "--results='/nonexistent/results' is not a directory"),
+    (["--results={empty}", "--readme="], "holds no <study>_verdict.md files"),
+    (["--results={results}", "--experiments={experiments}", "--readme=/nonexistent/README.md"],
+     "--readme='/nonexistent/README.md' is not a file"),
+    (["--results={results}", "--experiments=/nonexistent", "--readme="],
+     "--experiments='/nonexistent' is not a directory"),
+    (["--results={results}", "--experiments={empty}", "--readme="], "no experiment file"),
+])
+def test_bad_paths_are_one_line_errors(tmp_path, capsys, args, message):
+    results = _copy_results(tmp_path, ["scaling"])
+    (tmp_path / "empty").mkdir()
+    args = [a.format(results=results, empty=tmp_path / "empty", experiments=REPO / "experiments")
+            for a in args]
+    assert pages.main(args) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err and err.startswith("error: ")
+
+
+def test_a_results_file_not_written_by_the_sweep_is_named(tmp_path):
+    results = _copy_results(tmp_path, ["scaling"])
+    (results / "scaling_summary.md").write_text("# hand-written\n")
+    with pytest.raises(pages.PageError, match="scaling_summary.md: not a summary.md"):
+        pages.write_results(results)
+    (results / "scaling_summary.md").unlink()
+    with pytest.raises(pages.PageError, match="scaling_summary.md: missing"):
+        pages.write_results(results)
+
+
+def test_a_sweep_writes_provenance_and_pages_beside_its_report(tmp_path):
+    """Runs that already ended (status files only): the sweep trains nothing and reports."""
+    first, second = (tiny_study(tmp_path / "data", seeds=(0, 1)) for _ in range(2))
+    second = dataclasses.replace(second, name="other", claim="other claim")
+    root = tmp_path / "studies"
+    for study in (first, second):
+        workdir_lib.prepare(str(root / study.name),
+                            {"study": study.name, "runs": [list(r) for r in study.runs()]})
+        for variant, seed in study.runs():
+            run = root / study.name / variant / f"seed_{seed}"
+            run.mkdir(parents=True)
+            workdir_lib.write_status(run, "finished", 6)
+    quiet = sweep.terminal.JobProgress(out=io.StringIO(), bar=False)
+    done = sweep.run_studies([(first, str(root / "tiny"), None),
+                              (second, str(root / "other"), None)], (0, 1), size="tiny",
+                             progress=quiet)
+    assert done == {"tiny": True, "other": True}
+    for study in (first, second):
+        record = provenance.read(root / study.name / provenance.FILE)
+        assert record["study"] == study.name and record["sweep"]["size"] == "tiny"
+        page = (root / study.name / pages.INDEX).read_text()
+        assert page.startswith(f"# {study.name}\n\n**Claim.** {study.claim}\n")
+        assert "4 runs (2 variants × 2 seeds), 6 steps each: 4 finished." in page
+        assert "![curves](curves.png)" in page and "[summary.csv](summary.csv)" in page
+        assert record["machine"]["cpu"] in page and "not recorded" not in page
+    kept = root / "tiny" / provenance.FILE
+    date = provenance.read(kept)["date"]
+    kept.write_text(kept.read_text().replace(date, "an earlier run's date"))
+    assert sweep.run_studies([(first, str(root / "tiny"), None)], (0, 1), size="tiny",
+                             progress=quiet) == {"tiny": True}
+    assert "an earlier run's date" in kept.read_text()  # nothing trained: the record is kept
+    assert "an earlier run's date" in (root / "tiny" / pages.INDEX).read_text()
+    pages.write_run_index(root, [(first, root / "tiny"), (second, root / "other")])
+    index = (root / pages.INDEX).read_text()
+    assert "| [tiny](tiny/README.md) | main | scaling helps |" in index
+    assert "| [other](other/README.md) | main | other claim |" in index

@@ -1,0 +1,392 @@
+r"""Results pages, written by code from results files, so that no number is retyped:
+
+    python -m transformer_jax.studies.pages [--results=experiments/results] [--readme=README.md]
+
+writes, from the results files alone (each study's verdict.md, summary.md, summary.csv and
+provenance.json) and the claim and suite of its experiment file:
+  RESULTS/<study>.md   one page per study: claim, verdict table, final metrics, plots, and the
+                       machine, software and commit that produced them (where recorded);
+  RESULTS/README.md    the index: one row per study with its verdict and machine;
+  README's headline    the table between `<!-- headline:start -->` and `<!-- headline:end -->`
+                       (`--readme=` skips it).
+
+Two layouts hold the same files: a results directory (experiments/results: <study>_verdict.md,
+..., page <study>.md) and a sweep's study directory (DIR/<study>/verdict.md, ..., page
+DIR/<study>/README.md, index DIR/README.md), which the sweep writes as each report is written.
+A page sits beside its study's verdict.md, so the verdict's own plot links work unchanged.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import enum
+import io
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from transformer_jax.config import ConfigError
+from transformer_jax.studies import catalog, loading
+from transformer_jax.studies import provenance as provenance_lib
+from transformer_jax.studies.study import Study
+
+HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->"
+INDEX = "README.md"
+GENERATED = ("Written by `python -m transformer_jax.studies.pages` from the results files "
+             "beside it; regenerate it rather than edit it.")
+NO_PROVENANCE = ("Provenance not recorded: these results predate provenance files (there is no "
+                 "{file} beside them), so the machine, software versions and commit that "
+                 "produced them are unknown.")
+_OVERALL = re.compile(r"^\*\*Verdict: the claim (?P<overall>.+?) on this run\*\* \((?P<held>\d+) "
+                      r"hold, (?P<failed>\d+) do not hold, (?P<inconclusive>\d+) inconclusive "
+                      r"of (?P<total>\d+) expectations")
+_SUMMARY_TITLE = re.compile(r"^# .+?: final metrics \((?P<what>.+)\)$")
+
+
+class PageError(ValueError):
+    """A results file that is missing or not as the sweep writes it; a bad path."""
+
+
+class Layout(enum.Enum):
+    RESULTS = "results"  # <dir>/<study>_verdict.md, ...; page <dir>/<study>.md
+    RUN = "run"  # a sweep's study directory: <dir>/verdict.md, ...; page <dir>/README.md
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyFiles:
+    """Where one study's results files and page are."""
+
+    name: str
+    directory: Path
+    layout: Layout
+
+    def path(self, kind: str) -> Path:
+        """kind: 'verdict.md', 'summary.md', 'summary.csv' or provenance_lib.FILE."""
+        return self.directory / (f"{self.name}_{kind}" if self.layout is Layout.RESULTS else kind)
+
+    @property
+    def page(self) -> Path:
+        return self.directory / (f"{self.name}.md" if self.layout is Layout.RESULTS else INDEX)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """A study's files, and what its experiment file says: the claim and the suite."""
+
+    files: StudyFiles
+    claim: str
+    suite: str
+    experiment: Optional[Path] = None  # the experiment file, where known
+
+    @classmethod
+    def of(cls, study: Study, files: StudyFiles, experiment: Optional[Path] = None) -> Entry:
+        return cls(files, study.claim, study.suite, experiment)
+
+
+@dataclasses.dataclass(frozen=True)
+class WrittenVerdict:
+    """A verdict.md read back: what the run stated and judged."""
+
+    claim: str
+    published: str
+    table: tuple[str, ...]  # the expectations table, header included
+    overall: str  # the '**Verdict: ...' line
+    counts: dict[str, Any]  # overall (words), held, failed, inconclusive, total
+    notes: tuple[str, ...]  # the lines between the overall line and the first '## ' section
+    sections: tuple[str, ...]  # from the first '## ' section (probes, analysis) to the end
+
+    @property
+    def cell(self) -> str:
+        """'partly holds: 2 of 5 hold, 3 inconclusive' (a table cell)."""
+        c = self.counts
+        failed = f", {c['failed']} {'does' if c['failed'] == 1 else 'do'} not" \
+            if c["failed"] else ""
+        extra = failed + (f", {c['inconclusive']} inconclusive" if c["inconclusive"] else "")
+        overall = c["overall"].removeprefix("is ")  # 'the claim is inconclusive'
+        return f"{overall}: {c['held']} of {c['total']} hold{extra}"
+
+
+def parse_verdict(text: str, where: Path) -> WrittenVerdict:
+    lines = text.splitlines()
+
+    def field(prefix: str) -> str:
+        line = next((l for l in lines if l.startswith(prefix)), None)
+        if line is None:
+            raise PageError(f"{where}: no line starting {prefix!r}; is it a verdict.md that "
+                            f"the sweep wrote?")
+        return line[len(prefix):].strip()
+
+    claim, published = field("**Claim.**"), field("**Published.**")
+    start = next((i for i, l in enumerate(lines) if l.startswith("|")), None)
+    over = next((i for i, l in enumerate(lines) if _OVERALL.match(l)), None)
+    if start is None or over is None or over < start:
+        raise PageError(f"{where}: no expectations table followed by a '**Verdict: the claim "
+                        f"... on this run** (...)' line")
+    end = next(i for i in range(start, len(lines) + 1) if i == len(lines)
+               or not lines[i].startswith("|"))
+    counts = _OVERALL.match(lines[over]).groupdict()
+    counts = {k: v if k == "overall" else int(v) for k, v in counts.items()}
+    first = next((i for i in range(over, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return WrittenVerdict(claim, published, tuple(lines[start:end]), lines[over], counts,
+                          tuple(lines[over + 1:first]), tuple(lines[first:]))
+
+
+def parse_summary(text: str, where: Path) -> tuple[str, tuple[str, ...], str]:
+    """summary.md read back: (what its means are over, its table, its 'Intervals:' line)."""
+    lines = text.splitlines()
+    title = _SUMMARY_TITLE.match(lines[0]) if lines else None
+    table = tuple(l for l in lines if l.startswith("|"))
+    intervals = next((l for l in lines if l.startswith("Intervals:")), None)
+    if title is None or not table or intervals is None:
+        raise PageError(f"{where}: not a summary.md that the sweep wrote (a '# <study>: final "
+                        f"metrics (...)' title, a table and an 'Intervals:' line)")
+    return title["what"], table, intervals
+
+
+def runs_line(csv_text: str, where: Path) -> str:
+    """'12 runs (4 variants × 3 seeds), 300 steps each: 12 finished' from summary.csv."""
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
+    if not rows or not {"variant", "seed", "state", "steps"} <= set(rows[0]):
+        raise PageError(f"{where}: not a summary.csv that the sweep wrote (columns variant, "
+                        f"seed, state, steps, then the metrics)")
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    seeds = list(dict.fromkeys(r["seed"] for r in rows))
+    steps = sorted({int(r["steps"]) for r in rows})
+    states = {}
+    for r in rows:
+        states[r["state"]] = states.get(r["state"], 0) + 1
+    length = f"{steps[0]} steps each" if len(steps) == 1 else f"{steps[0]}–{steps[-1]} steps"
+    order = sorted(states, key=lambda state: (state != "finished", state != "diverged", state))
+    ended = ", ".join(f"{states[state]} {state}" for state in order)
+    return (f"{len(rows)} runs ({len(variants)} variants × {len(seeds)} seeds), {length}: "
+            f"{ended}.")
+
+
+def produced_by(record: Optional[dict[str, Any]], file_name: str) -> list[str]:
+    """The '## Produced by' section: the provenance record, or that there is none."""
+    lines = ["## Produced by", ""]
+    if record is None:
+        return lines + [NO_PROVENANCE.format(file=file_name)]
+    machine, sweep, code = record["machine"], record["sweep"], record["code"]
+    flags = ", ".join(machine["cpu_flags"]) or "none"
+    stack = ", ".join(f"{k} {v or 'not installed'}" for k, v in record["stack"].items())
+    if code["commit"] == provenance_lib.UNKNOWN:
+        commit = "unknown (not run from a git checkout)"
+    else:
+        commit = f"`{code['commit']}`" + (" with uncommitted changes to tracked files"
+                                          if code["dirty"] else "")
+    shard = "" if sweep["shard"] == "0/1" else f"; the report written by shard {sweep['shard']}"
+    return lines + [
+        f"- **Machine:** {machine['cpu']}, {machine['cpus']} logical CPUs, {machine['system']}; "
+        f"CPU flags: {flags} (of {', '.join(provenance_lib.CPU_FLAGS)})",
+        f"- **Stack:** {stack}",
+        f"- **Code:** commit {commit}",
+        f"- **Date:** {record['date']}",
+        f"- **Sweep:** `--size={sweep['size']}`, seeds {sweep['seeds']}, {sweep['runs']} runs"
+        f"{shard}",
+        "", f"From {file_name}: the sweep process that trained the last runs and wrote the "
+        f"report (a run resumed or sharded elsewhere records its own stack in its "
+        f"versions.json)."]
+
+
+def machine_cell(record: Optional[dict[str, Any]]) -> str:
+    if record is None:
+        return "not recorded"
+    return f"{record['machine']['cpu']} ({record['machine']['cpus']} CPUs)"
+
+
+def render_page(entry: Entry, verdict: WrittenVerdict, summary: tuple[str, tuple[str, ...], str],
+                runs: str, record: Optional[dict[str, Any]]) -> str:
+    """One study's page from its results read back (pure)."""
+    files = entry.files
+    what, table, intervals = summary
+    claim = [f"**Claim.** {entry.claim}", ""]
+    if verdict.claim != entry.claim:
+        claim += [f"These results were produced when the claim read: {verdict.claim}", ""]
+    images = [l for l in verdict.notes if l.startswith("![")]
+    notes = _paragraphs([l for l in verdict.notes if not l.startswith("![")])
+    where = f"Suite `{entry.suite}`"
+    if entry.experiment is not None and files.layout is Layout.RESULTS:
+        link = Path(os.path.relpath(entry.experiment, files.page.parent)).as_posix()
+        where += f" · experiment [{entry.experiment.parent.name}/{entry.experiment.name}]({link})"
+    elif entry.experiment is not None:  # a sweep's directory may be anywhere: no link
+        where += f" · experiment `{entry.experiment}`"
+    if files.layout is Layout.RESULTS:  # a sweep's single study has no index beside it
+        where += f" · [every study]({INDEX})"
+    csv_name = files.path("summary.csv").name
+    lines = [f"# {files.name}", "", *claim, where, "",
+             f"**Published.** {verdict.published}", "",
+             "## Verdict", "", *verdict.table, "", verdict.overall, "", *notes,
+             "## Final metrics", "", f"{what[0].upper()}{what[1:]}. {runs}", "", *table, "",
+             intervals, f"Per seed: [{csv_name}]({csv_name}).", ""]
+    if images:
+        lines += ["## Curves", "", *_paragraphs(images)]
+    lines += [*verdict.sections]
+    if verdict.sections and verdict.sections[-1]:
+        lines.append("")
+    lines += produced_by(record, files.path(provenance_lib.FILE).name)
+    return "\n".join(lines) + "\n"
+
+
+def _paragraphs(lines: Sequence[str]) -> list[str]:
+    """The non-empty lines, each followed by a blank line."""
+    return [x for l in lines if l.strip() for x in (l, "")]
+
+
+def read_entry(entry: Entry) -> tuple[WrittenVerdict, tuple, str, Optional[dict[str, Any]]]:
+    """(verdict, summary, runs line, provenance record) of a study's results files."""
+    files = entry.files
+    texts = {}
+    for kind in ("verdict.md", "summary.md", "summary.csv"):
+        path = files.path(kind)
+        if not path.is_file():
+            raise PageError(f"{path}: missing; the sweep writes it with {files.name}'s report")
+        texts[kind] = path.read_text()
+    return (parse_verdict(texts["verdict.md"], files.path("verdict.md")),
+            parse_summary(texts["summary.md"], files.path("summary.md")),
+            runs_line(texts["summary.csv"], files.path("summary.csv")),
+            provenance_lib.read(files.path(provenance_lib.FILE)))
+
+
+def study_page(entry: Entry) -> str:
+    return render_page(entry, *read_entry(entry))
+
+
+def index_page(root: Path, entries: Sequence[Entry]) -> str:
+    """root/README.md: one row per study (claim, verdict, suite, machine), linked to its page."""
+    lines = ["# Results", "", "One page per study: its claim, verdict table, final metrics, "
+             "plots and what produced them. " + GENERATED, "",
+             "| study | suite | claim | verdict | machine |", "|---|---|---|---|---|"]
+    for entry in entries:
+        verdict, _, _, record = read_entry(entry)
+        link = Path(os.path.relpath(entry.files.page, root)).as_posix()
+        lines.append(f"| [{entry.files.name}]({link}) | {entry.suite} | {_cell(entry.claim)} | "
+                     f"{verdict.cell} | {_cell(machine_cell(record))} |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def results_entries(results_dir: Path, experiments_dir: Optional[Path] = None) -> list[Entry]:
+    """Every study with a verdict in `results_dir` (a results directory), with the claim and
+    suite of experiments_dir/<study>.py (default: results_dir's parent), in the sweep's order."""
+    results_dir = Path(results_dir)
+    experiments_dir = Path(experiments_dir) if experiments_dir else results_dir.parent
+    if not results_dir.is_dir():
+        raise PageError(f"--results={str(results_dir)!r} is not a directory")
+    suffix = "_verdict.md"
+    names = sorted(p.name[:-len(suffix)] for p in results_dir.glob(f"*{suffix}"))
+    if not names:
+        raise PageError(f"--results={str(results_dir)!r} holds no <study>{suffix} files")
+    entries = []
+    for name in names:
+        experiment = experiments_dir / f"{name}.py"
+        if not experiment.is_file():
+            raise PageError(f"{results_dir / (name + suffix)}: no experiment file {experiment} "
+                            f"to take its claim and suite from")
+        study = loading.load_study(experiment, "tiny")  # claim and suite: the same at any size
+        entries.append(Entry.of(study, StudyFiles(name, results_dir, Layout.RESULTS),
+                                experiment))
+    return sorted(entries, key=lambda e: catalog.order_key(e.suite, e.files.name))
+
+
+def headline_table(results_dir: Path, link_base: Optional[Path] = None,
+                   experiments_dir: Optional[Path] = None) -> str:
+    """One line per claim (study, claim, verdict), each study linked to its page: relative to
+    `link_base` (the README's directory), else the results directory as given."""
+    lines = ["| study | claim | verdict |", "|---|---|---|"]
+    for entry in results_entries(results_dir, experiments_dir):
+        page = entry.files.page
+        link = os.path.relpath(page, link_base) if link_base is not None else str(page)
+        verdict = read_entry(entry)[0]
+        lines.append(f"| [{entry.files.name}]({Path(link).as_posix()}) | {_cell(entry.claim)} | "
+                     f"{verdict.cell} |")
+    return "\n".join(lines) + "\n"
+
+
+def replace_headline(text: str, table: str, where: Path) -> str:
+    """`text` with what is between the headline markers replaced by `table`."""
+    start, end = text.find(HEADLINE_START), text.find(HEADLINE_END)
+    if start < 0 or end < start or text.count(HEADLINE_START) != 1 \
+            or text.count(HEADLINE_END) != 1:
+        raise PageError(f"{where}: needs one {HEADLINE_START} line and, after it, one "
+                        f"{HEADLINE_END} line around the headline table (or pass --readme=)")
+    head = text[:start + len(HEADLINE_START)]
+    return f"{head}\n{table}{text[end:]}"
+
+
+def update_readme(readme_path: Path, results_dir: Path,
+                  experiments_dir: Optional[Path] = None) -> bool:
+    """Rewrites the headline table of the README at `readme_path`, its links relative to the
+    README. Returns whether the file changed."""
+    readme_path = Path(readme_path)
+    if not readme_path.is_file():
+        raise PageError(f"--readme={str(readme_path)!r} is not a file")
+    text = readme_path.read_text()
+    table = headline_table(results_dir, readme_path.parent, experiments_dir)
+    new = replace_headline(text, table, readme_path)
+    if new != text:
+        readme_path.write_text(new)
+    return new != text
+
+
+def write_results(results_dir: Path, experiments_dir: Optional[Path] = None) -> list[Path]:
+    """Every study's page and the index of a results directory. Returns the files written."""
+    entries = results_entries(results_dir, experiments_dir)
+    written = [_write(e.files.page, study_page(e)) for e in entries]
+    return written + [_write(Path(results_dir) / INDEX, index_page(Path(results_dir), entries))]
+
+
+def write_run_page(study: Study, root: Path, experiment: Optional[str] = None) -> Path:
+    """root/README.md: the page of the study whose report the sweep just wrote into root (from
+    the experiment file at `experiment`, where known)."""
+    entry = Entry.of(study, StudyFiles(study.name, Path(root), Layout.RUN),
+                     Path(experiment) if experiment else None)
+    return _write(entry.files.page, study_page(entry))
+
+
+def write_run_index(root: Path, studies: Sequence[tuple[Study, Path]]) -> Path:
+    """root/README.md: the index of a sweep's studies, each (study, its directory)."""
+    entries = [Entry.of(s, StudyFiles(s.name, Path(d), Layout.RUN)) for s, d in studies]
+    return _write(Path(root) / INDEX, index_page(Path(root), entries))
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m transformer_jax.studies.pages",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", default="experiments/results",
+                        help="the results directory (<study>_verdict.md, ...)")
+    parser.add_argument("--experiments", default="",
+                        help="the experiment files (default: the results directory's parent)")
+    parser.add_argument("--readme", default="README.md",
+                        help="README whose headline table to rewrite ('' for none)")
+    args = parser.parse_args(argv)
+    try:
+        experiments = Path(args.experiments) if args.experiments else None
+        if experiments is not None and not experiments.is_dir():
+            raise PageError(f"--experiments={args.experiments!r} is not a directory")
+        if args.readme and not Path(args.readme).is_file():
+            raise PageError(f"--readme={args.readme!r} is not a file")
+        written = write_results(Path(args.results), experiments)
+        if args.readme:
+            if update_readme(Path(args.readme), Path(args.results), experiments):
+                written.append(Path(args.readme))
+    except (PageError, ConfigError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {len(written)} files: {', '.join(str(p) for p in written)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

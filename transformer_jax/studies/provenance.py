@@ -1,0 +1,116 @@
+"""Where a study's results came from: the machine, the software stack and the code that wrote
+its report, in provenance.json beside them, so that a results page can say so and a verdict from
+a 2-core laptop is not read as one from an H200.
+
+It describes the sweep process that trained the study's last runs and wrote the report (a rerun
+that trains nothing keeps the record it finds): with `--shard=i/n` or a resumed sweep, other runs
+may have trained elsewhere (each run's own versions.json records its stack).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from transformer_jax.train import workdir as workdir_lib
+
+FILE = "provenance.json"
+SCHEMA = 1
+UNKNOWN = "unknown"
+# The CPU features that decide which XLA kernels run (vector width, bf16 and matrix units).
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile")
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout holding transformer_jax/
+
+
+def parse_cpuinfo(text: str) -> tuple[str, tuple[str, ...]]:
+    """(model name, the CPU_FLAGS it has, in CPU_FLAGS order) of the first processor listed in
+    /proc/cpuinfo's text; (UNKNOWN, ()) where it names none (e.g. an ARM board's)."""
+    model, flags = UNKNOWN, ()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and model == UNKNOWN:
+            model = " ".join(value.split())
+        elif key == "flags" and not flags:
+            present = set(value.split())
+            flags = tuple(f for f in CPU_FLAGS if f in present)
+    return model, flags
+
+
+def describe(*, study: str, suite: str, size: str, seeds: tuple[int, ...], runs: int,
+             shard: tuple[int, int], cpuinfo: str, cpus: Optional[int], system: str,
+             stack: Mapping[str, Optional[str]], commit: str, dirty: Optional[bool],
+             date: str) -> dict[str, Any]:
+    """The provenance record, from what was read off the machine (pure: `collect` reads)."""
+    model, flags = parse_cpuinfo(cpuinfo)
+    return {"schema": SCHEMA, "study": study, "suite": suite, "date": date,
+            "sweep": {"size": size, "seeds": list(seeds), "runs": runs,
+                      "shard": f"{shard[0]}/{shard[1]}"},
+            "machine": {"cpu": model, "cpus": cpus, "cpu_flags": list(flags), "system": system},
+            "stack": dict(stack),
+            "code": {"commit": commit, "dirty": dirty}}
+
+
+def collect(study, size: str, shard: tuple[int, int] = (0, 1),
+            now: Optional[datetime.datetime] = None) -> dict[str, Any]:
+    """This machine's and this checkout's provenance record for `study` (a Study) at `size`."""
+    commit, dirty = git_commit(PACKAGE_ROOT)
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return describe(study=study.name, suite=study.suite, size=size, seeds=tuple(study.seeds),
+                    runs=len(study.runs()), shard=shard, cpuinfo=read_cpuinfo(),
+                    cpus=os.cpu_count(), system=f"{platform.system()} {platform.machine()}",
+                    stack=stack_versions(), commit=commit, dirty=dirty,
+                    date=now.isoformat(timespec="seconds"))
+
+
+def read_cpuinfo(path: Path = Path("/proc/cpuinfo")) -> str:
+    try:
+        return path.read_text()
+    except OSError:  # not Linux
+        return f"model name: {platform.processor() or UNKNOWN}\n"
+
+
+def stack_versions() -> dict[str, Optional[str]]:
+    """The versions each run records (python, jax, jaxlib, flax, optax, ...) and numpy's."""
+    try:
+        numpy = metadata.version("numpy")
+    except metadata.PackageNotFoundError:
+        numpy = None
+    return {**workdir_lib.stack_versions(), "numpy": numpy}
+
+
+def git_commit(directory: Path) -> tuple[str, Optional[bool]]:
+    """(HEAD's commit, whether tracked files differ from it) when `directory` is the top of a
+    git checkout; (UNKNOWN, None) otherwise (an installed package, no git). Untracked files
+    (runs/, results) do not count as changes to the code."""
+    def git(*args: str) -> Optional[str]:
+        try:
+            done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True,
+                                  text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    top = git("rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() != Path(directory).resolve():
+        return UNKNOWN, None  # not a checkout, or a checkout that only contains this directory
+    commit = git("rev-parse", "HEAD")
+    changes = git("status", "--porcelain", "--untracked-files=no")
+    if commit is None or changes is None:
+        return UNKNOWN, None
+    return commit, bool(changes)
+
+
+def write(path: Path, record: Mapping[str, Any]) -> Path:
+    path.write_text(json.dumps(record, indent=2) + "\n")  # in `describe`'s order
+    return path
+
+
+def read(path: Path) -> Optional[dict[str, Any]]:
+    """The record at `path`; None where there is none (results from before provenance files)."""
+    return json.loads(path.read_text()) if path.exists() else None
