@@ -1,5 +1,7 @@
-"""The study figure (transformer_jax/plots.py) on constructed curves shaped like norm_placement's:
-one variant's loss ~100x and gradient norm ~10^4x the others'."""
+"""The study figure (transformer_jax/studies/plots.py) on constructed curves shaped like
+norm_placement's (one variant's loss ~100x and gradient norm ~10^4x the others'), its colours
+and line styles from the variants' overrides (qk_norm's, positions'), overlapping curves, the
+labels (normalized entropy, the eval lengths) and the length analysis' figure."""
 from __future__ import annotations
 
 import types
@@ -76,3 +78,104 @@ def test_log_scale_rule():
     assert not plots.wants_log_scale("eval/accuracy", [np.array([0.001, 0.9])])
     assert not plots.wants_log_scale("train/x", [np.array([-1.0, 100.0])])  # not all positive
     assert not plots.wants_log_scale("eval/loss", [np.array([np.nan, 1.0])])
+
+
+QK_NORM = {f"{arm}_{lr}_lr": {"model.attn_scale": True, "model.qk_norm": arm == "qk_norm",
+                              "train.learning_rate": rate}
+           for lr, rate in (("low", 3e-3), ("mid", 1e-2), ("high", 3e-2))
+           for arm in ("scaled", "qk_norm")}
+QK_NORM["unscaled_mid_lr"] = {"model.attn_scale": False, "model.qk_norm": False,
+                              "train.learning_rate": 1e-2}
+
+
+def _hue(colour) -> float:
+    import matplotlib.colors
+    return float(matplotlib.colors.rgb_to_hsv(matplotlib.colors.to_rgb(colour))[0])
+
+
+def test_variants_sharing_a_learning_rate_share_a_hue():
+    """qk_norm's seven variants: a hue per learning rate (shades of it), a line style per arm
+    (scaled, qk_norm, unscaled), a marker per variant."""
+    assert plots.hue_key(QK_NORM) == "train.learning_rate"
+    styles = plots.variant_styles(QK_NORM)
+    rate = {v: o["train.learning_rate"] for v, o in QK_NORM.items()}
+    arm = {v: v.rsplit("_", 2)[0] for v in QK_NORM}
+    for a in QK_NORM:
+        for b in QK_NORM:
+            same_hue = abs(_hue(styles[a]["color"]) - _hue(styles[b]["color"])) < 0.02
+            assert same_hue == (rate[a] == rate[b]), (a, b)
+            assert (styles[a]["linestyle"] == styles[b]["linestyle"]) == (arm[a] == arm[b]), (a, b)
+    assert len({(s["color"], s["linestyle"], s["marker"]) for s in styles.values()}) == 7
+    assert len({s["marker"] for s in styles.values()}) == 7
+    # the legend: one column per learning rate, the shorter ones padded with blank entries
+    handles, labels, columns, title = plots.legend_entries(QK_NORM, styles)
+    assert columns == 3 and "train.learning_rate" in title
+    assert labels == ["scaled_low_lr", "qk_norm_low_lr", "", "scaled_mid_lr", "qk_norm_mid_lr",
+                      "unscaled_mid_lr", "scaled_high_lr", "qk_norm_high_lr", ""]
+
+
+def test_grouping_key_is_derived_from_the_overrides():
+    positions = {f"{arch}_{p}": ({"model.arch": "decoder"} if arch == "decoder" else {})
+                 | {"model.position": p}
+                 for arch, schemes in (("encoder", ("none", "rotary", "alibi")),
+                                       ("decoder", ("none", "rotary"))) for p in schemes}
+    assert plots.hue_key(positions) == "model.position"
+    batch = {f"{n}_b{b}": {"model.norm_type": n, "train.batch_size": b}
+             for n in ("layernorm", "batchnorm") for b in (8, 32)}
+    assert plots.hue_key(batch) == "train.batch_size"  # a tie: the number, not the choice
+    heads = {f"h{h}": {"model.num_heads": h} for h in (1, 2, 4)}
+    assert plots.hue_key(heads) is None  # nothing shared: a hue each, line styles cycle
+    styles = plots.variant_styles(heads)
+    assert len({_hue(s["color"]) for s in styles.values()}) == 3
+
+
+def test_identical_curves_stay_visible():
+    """encoder_none and encoder_alibi learn the same curves: the one drawn first is wider, with
+    a bigger and different marker, so the one drawn over it does not hide it."""
+    study = types.SimpleNamespace(name="positions", metrics=("eval/loss",), seeds=(0,),
+                                  variants={"encoder_none": {"model.position": "none"},
+                                            "encoder_alibi": {"model.position": "alibi"}})
+    curve = [(t, 2.0 * np.exp(-t / 100)) for t in range(0, 301, 30)]
+    runs = {(v, 0): {"curves": {"eval/loss": curve}} for v in study.variants}
+    fig = plots.curves_figure(study, runs)
+    under, over = fig.axes[0].get_lines()
+    assert (under.get_xydata() == over.get_xydata()).all()
+    assert under.get_linewidth() > over.get_linewidth() + 0.5
+    assert under.get_markersize() > over.get_markersize() and under.get_marker() != over.get_marker()
+
+
+def test_entropy_label_says_normalized():
+    label = plots.y_label("attention/entropy/layer_00")
+    assert "nats" not in label and "0–1" in label and "uniform" in label
+
+
+def test_eval_panels_name_the_eval_lengths_from_the_data_config():
+    import ml_collections
+
+    base = ml_collections.ConfigDict({"data": {"kind": "synthetic", "seq_len": 8, "min_len": 1,
+                                               "eval_seq_len": 32, "eval_min_len": 9}})
+    study = types.SimpleNamespace(name="length", metrics=("eval/accuracy", "train/accuracy"),
+                                  seeds=(0,), base=base,
+                                  variants={"none": {"model.position": "none"}})
+    curve = [(t, 0.5) for t in range(0, 31, 10)]
+    runs = {("none", 0): {"curves": {m: curve for m in study.metrics}}}
+    titles = [ax.get_title() for ax in plots.curves_figure(study, runs).axes]
+    assert titles == ["eval/accuracy\nlengths 9–32, unseen (trained on 1–8)", "train/accuracy"]
+    base.data.update(eval_seq_len=16, eval_min_len=0)  # eval 1–16 includes the training lengths
+    assert plots.eval_lengths_note(study) == "\nlengths 1–16 (trained on 1–8)"
+    base.data.update(eval_seq_len=0)  # eval = train lengths: nothing to say
+    assert plots.eval_lengths_note(study) == ""
+
+
+def test_length_figure_labels_from_the_training_length():
+    from transformer_jax.studies.analysis import length
+
+    by_length = {l: {"accuracy": np.array([1.0, 0.9]), "seq_accuracy": np.array([0.8, 0.7])}
+                 for l in range(1, 13)}
+    fig = length.length_figure({"none": ((0, 1), by_length), "alibi": ((0, 1), by_length)}, 4)
+    panels = [ax for ax in fig.axes if ax.get_lines()]
+    assert [ax.get_ylabel() for ax in panels] == [plots.y_label("eval/accuracy"),
+                                                  plots.y_label("eval/seq_accuracy")]
+    assert all("trained on ≤ 4, unseen 5–12" in ax.get_title() for ax in panels)
+    under, over = panels[0].get_lines()
+    assert under.get_linewidth() > over.get_linewidth()

@@ -2,13 +2,19 @@
 variant's mean over seeds with its seeds' min–max shaded, labelled axes, a log scale where a
 panel spans decades, one legend outside the data, and colour *and* line style per variant (a
 study of 7 variants stays readable in grey print).
+
+Colours follow the design (`variant_styles`): variants that share the value of one override
+(qk_norm's learning rate, positions' scheme) share a hue, in shades, and the line style tells
+the arm (what else differs); each variant has its own marker. A curve drawn earlier is drawn
+wider, with bigger markers, so that one hidden under an identical later curve still shows.
 """
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -27,12 +33,114 @@ Y_LABELS = {
     "grad_norm": "gradient norm [global L2]",
     "param_norm": "parameter norm [global L2]",
     "update_norm": "update norm [global L2]",
-    "entropy": "attention entropy [nats]",
+    "entropy": "attention entropy / ln(keys) [0–1, 1 = uniform]",
     "max_weight": "max attention weight",
     "max_abs_logit": "max |attention logit|",
     "learning_rate": "learning rate",
     "steps_per_sec": "steps/s",
 }
+
+
+# Hues of the variant groups (tab10's, grey and olive left out: grey is the shade of "no
+# colour", olive sits next to green); a group's members get shades of its hue.
+HUES = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+SHADES = (-0.3, 0.45)  # a group's shades: this far towards black, to this far towards white
+WIDTHS = (2.4, 1.2)  # line width of the first and of the last variant drawn
+MARKER_SIZES = (6.5, 3.5)
+_BASE = "(base)"  # the value of an override a variant does not set
+MAX_GROUP_COLUMNS = 6  # legend: one column per hue group up to this many groups
+
+
+def _shade(colour: str, t: float) -> tuple[float, float, float]:
+    """`colour` mixed towards black (t < 0) or white (t > 0) by |t|."""
+    import matplotlib.colors
+    rgb = np.array(matplotlib.colors.to_rgb(colour))
+    return tuple(rgb + (1 - rgb) * t if t > 0 else rgb * (1 + t))
+
+
+def hue_key(variants: Mapping[str, Mapping[str, Any]]) -> Optional[str]:
+    """The override whose value groups the variants: one that varies and that some variants
+    share (fewer distinct values than variants); of those the one with the most values, a
+    number first on a tie (a learning rate or batch size, not a switch). None: no such key."""
+    keys = list(dict.fromkeys(k for o in variants.values() for k in o))
+    values = {k: [repr(o.get(k, _BASE)) for o in variants.values()] for k in keys}
+    shared = [k for k in keys if 1 < len(set(values[k])) < len(variants)]
+    numeric = lambda k: all(isinstance(o.get(k), numbers.Number) and not  # noqa: E731
+                            isinstance(o.get(k), bool) for o in variants.values())
+    return max(shared, key=lambda k: (len(set(values[k])), numeric(k)), default=None)
+
+
+def variant_styles(variants: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """variant -> matplotlib line keywords (color, linestyle, marker, linewidth, markersize).
+    `variants`: name -> overrides, in drawing order. Grouped by `hue_key`: a group's hue, one
+    shade per member; line style by the arm (the other overrides' values). Without a key each
+    variant has its own hue and the line styles cycle."""
+    names = list(variants)
+    key = hue_key(variants)
+    if key is None:
+        group = {v: i for i, v in enumerate(names)}
+        arm = dict(group)
+    else:
+        value = lambda v: repr(variants[v].get(key, _BASE))  # noqa: E731
+        rest = lambda v: repr(sorted((k, repr(x)) for k, x in variants[v].items()  # noqa: E731
+                                     if k != key))
+        group_ids = list(dict.fromkeys(map(value, names)))
+        arm_ids = list(dict.fromkeys(map(rest, names)))
+        group = {v: group_ids.index(value(v)) for v in names}
+        arm = {v: arm_ids.index(rest(v)) for v in names}
+    members = {g: [v for v in names if group[v] == g] for g in set(group.values())}
+    last = max(len(names) - 1, 1)
+    styles = {}
+    for i, v in enumerate(names):
+        same = members[group[v]]
+        t = (0.0 if len(same) == 1 else
+             SHADES[0] + (SHADES[1] - SHADES[0]) * same.index(v) / (len(same) - 1))
+        styles[v] = dict(color=_shade(HUES[group[v] % len(HUES)], t),
+                         linestyle=LINE_STYLES[arm[v] % len(LINE_STYLES)],
+                         marker=MARKERS[i % len(MARKERS)],
+                         linewidth=WIDTHS[0] + (WIDTHS[1] - WIDTHS[0]) * i / last,
+                         markersize=MARKER_SIZES[0] + (MARKER_SIZES[1] - MARKER_SIZES[0]) * i / last)
+    return styles
+
+
+def legend_entries(variants: Mapping[str, Mapping[str, Any]], styles: Mapping[str, dict]):
+    """(handles, labels, columns, title) of the figure's legend: one column per hue group when
+    there are few (blank entries pad the shorter ones), else 4 columns in drawing order."""
+    import matplotlib.lines
+
+    key = hue_key(variants)
+    groups = {}
+    for v in variants:
+        groups.setdefault(repr(variants[v].get(key, _BASE)) if key else v, []).append(v)
+    line = lambda v: matplotlib.lines.Line2D([], [], **styles[v])  # noqa: E731
+    if key is None or len(groups) > MAX_GROUP_COLUMNS:
+        return ([line(v) for v in variants], list(variants), min(len(variants), 4),
+                "variant" + (f" (colour: {key}; line style: the other overrides)" if key else ""))
+    rows = max(map(len, groups.values()))
+    handles, labels = [], []
+    for members in groups.values():  # the legend fills column by column
+        handles += [line(v) for v in members] + [matplotlib.lines.Line2D([], [], alpha=0)] * (
+            rows - len(members))
+        labels += members + [""] * (rows - len(members))
+    return handles, labels, len(groups), f"variant (colour: {key}; line style: the other overrides)"
+
+
+def eval_lengths_note(study) -> str:
+    """' — lengths 9–32, unseen (trained on 1–8)' for a synthetic study whose eval lengths are
+    not its training lengths (from the base config's data, when no variant changes them);
+    '' otherwise."""
+    base = getattr(study, "base", None)
+    data = base.get("data") if base is not None else None
+    if data is None or data.get("kind", "synthetic") != "synthetic" or any(
+            "len" in k for o in study.variants.values() for k in o if k.startswith("data.")):
+        return ""
+    from transformer_jax.data import DataConfig
+    d = DataConfig.from_config(data)
+    if (d.eval_min_len, d.eval_seq_len) == (d.min_len, d.seq_len):
+        return ""
+    unseen = ", unseen" if d.eval_min_len > d.seq_len else ""
+    return (f"\nlengths {d.eval_min_len}–{d.eval_seq_len}{unseen} "
+            f"(trained on {d.min_len}–{d.seq_len})")
 
 
 def y_label(metric: str) -> str:
@@ -85,10 +193,8 @@ def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]]):
     cols = min(COLUMNS, len(metrics))
     rows = math.ceil(len(metrics) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
-    colours = plt.get_cmap("tab10").colors
-    styles = {v: dict(color=colours[i % len(colours)], linestyle=LINE_STYLES[i % len(LINE_STYLES)],
-                      marker=MARKERS[i % len(MARKERS)])
-              for i, v in enumerate(variants)}
+    styles = variant_styles(study.variants)
+    eval_note = eval_lengths_note(study)
     for ax, metric in zip(axes.flat, metrics):
         plotted = []
         for variant in variants:
@@ -100,26 +206,24 @@ def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]]):
                 mean, low, high = (np.nanmean(values, 0), np.nanmin(values, 0),
                                    np.nanmax(values, 0))
             every = max(1, len(steps) // 8)  # a few markers per curve, not one per point
-            ax.plot(steps, mean, label=variant, linewidth=1.6, markersize=4, markevery=every,
-                    **styles[variant])
+            ax.plot(steps, mean, label=variant, markevery=every, **styles[variant])
             if len(study.seeds) > 1:
                 ax.fill_between(steps, low, high, color=styles[variant]["color"], alpha=0.15,
                                 linewidth=0)
             plotted += [mean, low, high]
         if wants_log_scale(metric, plotted):
             ax.set_yscale("log")
-        ax.set_title(metric, fontsize=10)
+        ax.set_title(metric + (eval_note if metric.startswith("eval/") else ""), fontsize=10)
         ax.set_xlabel("training step")
         ax.set_ylabel(y_label(metric))
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(metrics):]:
         ax.set_visible(False)
-    handles = [matplotlib.lines.Line2D([], [], linewidth=1.6, markersize=5, **styles[v])
-               for v in variants]
+    handles, labels, columns, title = legend_entries(study.variants, styles)
     band = (f"line: mean over seeds {list(study.seeds)}; shaded: the seeds' min–max"
             if len(study.seeds) > 1 else f"seed {study.seeds[0]}")
     fig.suptitle(f"{study.name} — {band}", fontsize=11)
-    fig.legend(handles, variants, loc="upper center", bbox_to_anchor=(0.5, 0.0),
-               ncol=min(len(variants), 4), frameon=False, title="variant")
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns,
+               frameon=False, title=title)
     fig.tight_layout()
     return fig

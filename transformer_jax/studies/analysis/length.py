@@ -26,6 +26,7 @@ import ml_collections
 import numpy as np
 
 from transformer_jax.data import synthetic
+from transformer_jax.studies import plots
 from transformer_jax.studies.analysis.restore import Restored, finished_run_dirs, restore_variant
 from transformer_jax.train import loop as train
 from transformer_jax.train import steps
@@ -125,26 +126,45 @@ def _markdown(results, train_len: int, num_runs: int) -> str:
     return "\n".join(lines)
 
 
-def _plot(results, train_len: int, path: Path) -> None:
+def length_figure(results, train_len: int):
+    """Token and whole-sequence accuracy against test length, one panel each: per variant the
+    mean over seeds, shaded between the seeds' min and max, in the study figure's styles; the
+    lengths past the longest training one shaded grey."""
     import matplotlib
     matplotlib.use("Agg")
+    import matplotlib.lines
     import matplotlib.pyplot as plt
 
+    styles = plots.variant_styles({v: {} for v in results})
     keys = ("accuracy", "seq_accuracy")
-    fig, axes = plt.subplots(1, len(keys), figsize=(5.0 * len(keys), 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(keys), figsize=(5.0 * len(keys), 3.6), squeeze=False)
+    longest = max(max(by_length) for _, by_length in results.values())
     for ax, key in zip(axes[0], keys):
         for variant, (_, by_length) in results.items():
             lengths = sorted(by_length)
             values = np.array([by_length[l][key] for l in lengths])  # [lengths, seeds]
-            line, = ax.plot(lengths, values.mean(1), label=variant)
-            ax.fill_between(lengths, values.min(1), values.max(1), color=line.get_color(),
-                            alpha=0.2)
-        ax.axvline(train_len, color="gray", linestyle="--", linewidth=1)
-        ax.set_title(f"{key} by test length (trained ≤ {train_len})")
+            ax.plot(lengths, values.mean(1), markevery=max(1, len(lengths) // 8),
+                    **styles[variant])
+            ax.fill_between(lengths, values.min(1), values.max(1),
+                            color=styles[variant]["color"], alpha=0.15, linewidth=0)
+        ax.axvspan(train_len + 0.5, longest + 0.5, color="grey", alpha=0.12, linewidth=0)
+        ax.set_title(f"{key} by test length: trained on ≤ {train_len}, unseen "
+                     f"{train_len + 1}–{longest} (shaded)", fontsize=9)
         ax.set_xlabel("sequence length")
+        ax.set_ylabel(plots.y_label(f"eval/{key}"))
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
+    handles = [matplotlib.lines.Line2D([], [], **styles[v]) for v in results]
+    fig.legend(handles, list(results), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=min(len(results), 5), frameon=False,
+               title="variant (line: mean over seeds; band: the seeds' min–max)")
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    return fig
+
+
+def _plot(results, train_len: int, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = length_figure(results, train_len)
+    fig.savefig(path, dpi=80, bbox_inches="tight")
     plt.close(fig)
