@@ -26,8 +26,8 @@ from ml_collections import config_flags
 
 from transformer_jax.train import cli
 from transformer_jax.train import parallel
-from transformer_jax.studies import terminal
 from transformer_jax.train import loop as train
+from transformer_jax.train import terminal
 from transformer_jax.train import workdir as workdir_lib
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file path[:args].",
@@ -68,7 +68,7 @@ def main(argv):
         with cli.log_to_file(log, ready=functools.partial(_started_after, workdir, time.time())):
             status = train.train_and_evaluate(_CONFIG.value, str(workdir),
                                               extend_to=_EXTEND_TO.value)
-    print(f"{describe(status)}\nfull log:    {log}\n"
+    print(f"{terminal.outcome(status)}\nfull log:    {log}\n"
           f"TensorBoard: {terminal.tensorboard_executable()} --logdir {workdir}")
     sys.exit(cli.exit_code(status))
 
@@ -76,15 +76,6 @@ def main(argv):
 def _started_after(workdir: Path, t0: float) -> bool:
     status = workdir / workdir_lib.STATUS_FILE
     return status.exists() and status.stat().st_mtime >= t0
-
-
-def describe(status: dict) -> str:
-    """The run's outcome in one line: its state, step, time and final eval metrics."""
-    state, step = status.get("state", "?"), status.get("step", 0)
-    seconds = status.get("seconds")
-    metrics = ", ".join(f"{k} {v:.4g}" for k, v in (status.get("eval") or {}).items())
-    return (f"{state} at step {step}" + (f" in {terminal.duration(seconds)}" if seconds else "")
-            + (f": {metrics}" if metrics and state == "finished" else ""))
 
 
 if __name__ == "__main__":

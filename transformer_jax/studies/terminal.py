@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import sys
 import time
 import urllib.parse
@@ -19,20 +18,11 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, TextIO
 
 from transformer_jax.train.cli import LOG_FILE
+from transformer_jax.train.terminal import duration, tensorboard_executable
 from transformer_jax.studies.study import Study
 
 TENSORBOARD_PORT = 6006
 VERDICT_WORDS = ("holds", "does not hold", "inconclusive")  # study.Verdict's values
-
-
-def duration(seconds: float) -> str:
-    """'45s', '3m07s', '1h02m'."""
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def headline_metric(study: Study) -> str:
@@ -93,19 +83,6 @@ def read_verdict(path: Path) -> StudyVerdict:
             if len(row) > max(text, verdict):
                 expectations.append((row[verdict], row[text]))
     return StudyVerdict(overall, expectations)
-
-
-def tensorboard_executable() -> str:
-    """The tensorboard beside this Python (the venv's), as a path that works in a fresh shell:
-    relative to the current directory when below it."""
-    found = Path(sys.executable).parent / "tensorboard"
-    if not found.exists():
-        which = shutil.which("tensorboard")
-        found = Path(which) if which else found
-    try:
-        return str(found.absolute().relative_to(Path.cwd()))
-    except ValueError:
-        return str(found.absolute())
 
 
 def study_url(study: Study, multi_study: bool, port: int = TENSORBOARD_PORT) -> str:
