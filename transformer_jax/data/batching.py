@@ -102,6 +102,27 @@ def decoder_batch(x: np.ndarray, y: np.ndarray, lengths: np.ndarray, width: int,
     )
 
 
+def repeat_batch(x: np.ndarray, lengths: np.ndarray, width: int) -> Batch:
+    """Next-token prediction on a sequence repeated once: s = [a_0..a_{n-1}, a_0..a_{n-1}] (2n
+    tokens), inputs = s[:-1], targets = s[1:]. The loss counts where the repeat makes the target
+    knowable: input positions n..2n-2, whose targets a_1..a_{n-1} each follow an earlier
+    occurrence of the current token (the first half is random, and a_0 at position n-1 could only
+    be guessed)."""
+    batch_size = len(lengths)
+    n = lengths[:, None]                                    # [B, 1]
+    pos = np.broadcast_to(np.arange(width + 1)[None, :], (batch_size, width + 1))  # [B, L+1]
+    a = np.take_along_axis(x, np.clip(np.where(pos < n, pos, pos - n), 0, x.shape[1] - 1), axis=1)
+    seq = np.where(pos < 2 * n, a, PAD_ID)                  # [B, L+1]
+    in_pos = pos[:, :-1]                                    # [B, L]
+    real = in_pos < 2 * n - 1
+    return dict(
+        inputs=np.where(real, seq[:, :-1], PAD_ID).astype(np.int32),
+        targets=seq[:, 1:].astype(np.int32),
+        weights=((in_pos >= n) & real).astype(np.float32),
+        padding_mask=real,
+    )
+
+
 def lm_batch(windows: np.ndarray) -> Batch:
     """windows: [B, L+1] consecutive tokens -> next-token prediction at every position."""
     inputs = windows[:, :-1].astype(np.int32)               # [B, L]

@@ -15,6 +15,11 @@
                              W_v, and two symbols' values lie on a line, so the mix is one number
                              Σ α_m b_m; four heads each deliver one bit in its own direction
                              (experiments/heads.py).
+  repeat                     decoder only: random symbols a, then a again, next-token prediction;
+                             the loss counts on the repeat, where each token follows an earlier
+                             occurrence of the one before it: an induction head's job (Olsson
+                             et al. 2022), a copy a model with one attention layer cannot make
+                             (experiments/induction.py).
   order    one label        1 if symbol A (id 1) occurs before symbol B (id 2); each occurs once,
                             the rest are random other symbols. Without positions a pooled encoder
                             sees a multiset and is at chance (50%).
@@ -38,9 +43,10 @@ import tensorflow_datasets as tfds
 from transformer_jax.data import batching
 from transformer_jax.data.batching import DataError
 
-TASKS = ("copy", "reverse", "sort", "order", "sort_distinct", "lag_bits")
+TASKS = ("copy", "reverse", "sort", "order", "sort_distinct", "lag_bits", "repeat")
 DISTINCT = {"sort_distinct": "sort"}  # task -> its rule, applied to sets of distinct symbols
 POOLED_TASKS = ("order",)
+DECODER_TASKS = ("repeat",)  # next-token prediction on one sequence: no encoder format
 GEN_SEED = 20261129  # changing it changes the data: bump SyntheticTasks.VERSION with it
 ORDER_A, ORDER_B = 1, 2
 LAGS = (1, 2, 3, 4)  # lag_bits: y_i spells the bits at these lags back from i
@@ -62,7 +68,7 @@ def task_targets(task: str, x: np.ndarray, lengths: np.ndarray, num_symbols: int
     if task == "lag_bits":  # inputs 1, 2 = bits 0, 1; answers 1..2^len(LAGS)
         back = lambda lag: np.take_along_axis(x, (pos - lag) % lengths[:, None], axis=1)  # noqa: E731
         y = 1 + sum((back(lag) - 1) << m for m, lag in enumerate(LAGS))
-    elif task == "copy":
+    elif task in ("copy", "repeat"):
         y = x
     elif task == "reverse":
         y = np.take_along_axis(x, np.clip(lengths[:, None] - 1 - pos, 0, None), axis=1)
@@ -219,6 +225,10 @@ def check_task(task: str, num_symbols: int, min_len: int, eval_min_len: int,
         if min(min_len, eval_min_len) < 2:
             raise DataError(f"data.min_len={min_len} (eval min {eval_min_len}) is too small for "
                             "data.task='order' (needs >= 2: A and B each occur once)")
+    if fmt == "encoder" and task in DECODER_TASKS:
+        available = ", ".join(t for t in TASKS if t not in DECODER_TASKS)
+        raise DataError(f"data.task={task!r} is next-token prediction, available in "
+                        f"fmt='decoder' only (model.arch='decoder'); encoder tasks: {available}")
     if fmt == "decoder" and task in POOLED_TASKS:
         available = ", ".join(t for t in TASKS if t not in POOLED_TASKS)
         raise DataError(f"data.task={task!r} is a pooled task, not available in fmt='decoder'; "
@@ -245,6 +255,8 @@ class SyntheticDataset(batching.Dataset):
 
     def _format(self, ex: Examples, idx: np.ndarray, width: int, fmt: str) -> batching.Batch:
         x, y, lengths = ex.x[idx], ex.y[idx], ex.lengths[idx]
+        if self.task in DECODER_TASKS:
+            return batching.repeat_batch(x, lengths, width)
         if fmt == "decoder":
             return batching.decoder_batch(x, y, lengths, width, self.sep_id)
         return batching.encoder_batch(x, y, lengths, width, self.head)
@@ -289,8 +301,8 @@ def make(task: str, num_symbols: int, min_len: int, max_len: int, eval_min_len: 
         num_eval=num_eval)
     train, eval_, cache_dir = prepare(config, data_dir)
     pooled = task in POOLED_TASKS
-    formats = ("encoder",) if pooled else batching.FORMATS
-    # decoder sequences are [x, SEP, y] minus one: 2n wide; encoder sequences are n wide
+    formats = ("encoder",) if pooled else ("decoder",) if task in DECODER_TASKS else batching.FORMATS
+    # decoder sequences are [x, SEP, y] or [x, x] minus one: 2n wide; encoder sequences n wide
     scale = 2 if (fmt or formats[-1]) == "decoder" else 1
     return SyntheticDataset(
         vocab_size=num_symbols + 2, num_classes=2 if pooled else 0,
