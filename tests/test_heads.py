@@ -71,11 +71,14 @@ def test_both_analyses_on_a_tiny_finished_study(tmp_path):
     base.data.data_dir = str(tmp_path / "data")
     base.train.update(num_steps=4, log_every=2, eval_every=4, checkpoint_every=4, eval_batches=1)
     check = head_roles.Check("h8 has heads", "h8", lambda t, i: t.offset.shape == (1, 8))
+    importance_check = head_importance.Check(  # the role scores reach the check, per seed
+        "h8 scored", "h8", lambda imp, scores: imp.shape == (1, 8) and
+        scores["prefix_matching"].shape == (1, 8) and 0 <= scores["previous_token"].min())
     study = Study(name="tiny_heads", claim="c", published="p", base=base,
                   variants={v: full.variants[v] for v in ("h1", "h8")}, seeds=(0, 1),
                   metrics=("eval/accuracy",), expectations=(),
                   analyses=(heads.cost_by_heads, head_roles.make_analysis((check,)),
-                            head_importance.make_analysis("accuracy")))
+                            head_importance.make_analysis("accuracy", (importance_check,))))
     root = tmp_path / "study"
     assert sweep.run_study(study, str(root))
     verdict = (root / "verdict.md").read_text()
@@ -89,6 +92,7 @@ def test_both_analyses_on_a_tiny_finished_study(tmp_path):
     assert all(0.0 <= float(r["previous_token"]) <= 1.0 for r in rows)
     assert (root / head_roles.PLOT_FILE).stat().st_size > 0
     assert "### Which heads the model uses (knock-out)" in verdict
+    assert "| h8 scored | 2/2 | PASS |" in verdict
     _check_knockouts(root)
 
 

@@ -16,11 +16,13 @@ Writes into the study dir `head_importance.csv` (variant, seed, layer, head, the
 heads and without this one, the drop, and the head's role when `head_roles.csv` is there) and
 `head_importance.png` (one layer × head grid per variant: mean drop over seeds); returns
 markdown: per variant the most important head, how many heads cost less than `SMALL` of the
-metric, and whether the most important head has a role.
+metric, whether the most important head has a role, and each of the study's checks (`Check`:
+a statement about one seed's importances and role scores, stated before the run) pass or fail.
 """
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 from pathlib import Path
 from typing import Callable, Mapping, Optional
@@ -92,18 +94,29 @@ def drops(values: np.ndarray, num_layers: int, num_heads: int, metric: str) -> n
     return worse.reshape(len(values), num_layers, num_heads)
 
 
-def make_analysis(metric: str = "accuracy", max_examples: int = MAX_EXAMPLES
-                  ) -> Callable[[Path, dict], str]:
-    """The analysis for `Study.analyses`, measuring the drop in `metric` (eval/<metric>)."""
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One statement the analysis prints as pass/fail per seed (thresholds from the study)."""
+    text: str
+    variant: str
+    # (importance [L, H] of one seed, that seed's head_roles scores {'previous_token': [L, H],
+    # 'prefix_matching': [L, H]}, empty without head_roles.csv) -> holds?
+    test: Callable[[np.ndarray, Mapping[str, np.ndarray]], bool]
+
+
+def make_analysis(metric: str = "accuracy", checks: tuple[Check, ...] = (),
+                  max_examples: int = MAX_EXAMPLES) -> Callable[[Path, dict], str]:
+    """The analysis for `Study.analyses`, measuring the drop in `metric` (eval/<metric>). Put it
+    after head_roles' analysis in `Study.analyses` to read the roles and scores it writes."""
     if metric not in METRICS:
         raise ValueError(f"metric={metric!r} is not one of: {', '.join(METRICS)}")
 
     def head_importance(root: Path, runs: dict) -> str:
-        return analyse(Path(root), runs, metric, max_examples)
+        return analyse(Path(root), runs, metric, checks, max_examples)
     return head_importance
 
 
-def analyse(root: Path, runs: Mapping, metric: str = "accuracy",
+def analyse(root: Path, runs: Mapping, metric: str = "accuracy", checks: tuple[Check, ...] = (),
             max_examples: int = MAX_EXAMPLES) -> str:
     results = {}  # variant -> (seeds, values [S, 1 + L·H], importance [S, L, H])
     for variant, dirs in finished_run_dirs(root, runs).items():
@@ -114,20 +127,45 @@ def analyse(root: Path, runs: Mapping, metric: str = "accuracy",
                                                           metric))
     if not results:
         return "No finished runs to knock heads out of.\n"
-    roles = read_roles(root / head_roles.CSV_FILE)
+    rows = read_head_roles(root / head_roles.CSV_FILE)
+    roles = {key: r["role"] for key, r in rows.items()}
     _write_csv(results, roles, root / CSV_FILE)
     plot_importance({v: imp.mean(0) for v, (_, _, imp) in results.items()}, metric,
                     root / PLOT_FILE)
-    return _markdown(results, roles, metric)
+    return _markdown(results, roles, metric) + _checks_markdown(results, rows, checks)
 
 
-def read_roles(path: Path) -> dict[tuple[str, int, int, int], str]:
-    """(variant, seed, layer, head) -> role of the trained head, from head_roles.csv if present."""
+def read_head_roles(path: Path) -> dict[tuple[str, int, int, int], dict[str, str]]:
+    """(variant, seed, layer, head) -> the trained head's row of head_roles.csv (if present)."""
     if not path.is_file():
         return {}
     with path.open() as f:
-        return {(r["variant"], int(r["seed"]), int(r["layer"]), int(r["head"])): r["role"]
+        return {(r["variant"], int(r["seed"]), int(r["layer"]), int(r["head"])): r
                 for r in csv.DictReader(f) if r["weights"] == "trained"}
+
+
+def role_scores(rows: Mapping, variant: str, seed: int, shape: tuple[int, int]
+                ) -> dict[str, np.ndarray]:
+    """One seed's previous-token and prefix-matching scores [L, H] from read_head_roles' rows."""
+    if not any(k[0] == variant and k[1] == seed for k in rows):
+        return {}
+    return {name: np.array([[float(rows[(variant, seed, layer, head)][name])
+                             for head in range(shape[1])] for layer in range(shape[0])])
+            for name in ("previous_token", "prefix_matching")}
+
+
+def _checks_markdown(results, rows, checks: tuple[Check, ...]) -> str:
+    if not checks:
+        return ""
+    lines = ["| check (stated before the run) | seeds passing | verdict |", "|---|---|---|"]
+    for c in checks:
+        seeds, _, importance = results.get(c.variant, ((), None, None))
+        passed = [bool(c.test(importance[i], role_scores(rows, c.variant, s, importance.shape[1:])))
+                  for i, s in enumerate(seeds)]
+        verdict = ("no finished run" if not passed else
+                   "PASS" if all(passed) else "FAIL" if not any(passed) else "MIXED")
+        lines.append(f"| {c.text} | {sum(passed)}/{len(passed)} | {verdict} |")
+    return "\n".join(lines) + "\n"
 
 
 def _write_csv(results, roles, path: Path) -> None:
