@@ -107,9 +107,8 @@ def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
     replicas=True: every argument and result has a leading replica axis (e.g. seeds), trained
     in one compiled program (`over_replicas`).
     diagnostics=False leaves out DIAGNOSTICS (param_norm, update_norm, layer_grad_norm): more
-    passes over all parameters, which cost the char-LM step 7 % (measured with `--profile`
-    before this became the default); the trainer computes them on the steps it logs
-    (`make_logged_multi_step`).
+    passes over all parameters, which cost the char-LM step 7 % (measured with `--profile`);
+    the trainer computes them on the steps it logs (`make_logged_multi_step`).
     microbatches=m: the forward and backward run as m independent passes over strided slices of
     the batch, their gradients and metrics combined by weight (`combine_microbatches`): the same
     update to float rounding (dropout masks differ). XLA:CPU runs independent passes on
