@@ -118,6 +118,8 @@ def test_rerun_of_finished_run_does_nothing(finished_tiny_run):
     again = run_main(args)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "already finished at step 20; nothing to do" in again.stderr
+    assert again.stdout.splitlines()[0] == ("already finished at step 20; nothing to do (rerun "
+                                            "with --extend_to=N to train on)"), again.stdout
     assert not PROGRESS_LINE.search(again.stderr)
     assert tree_hashes(workdir) == before
 
@@ -193,6 +195,7 @@ def test_divergence_stops_the_run(tmp_path, tj_data_dir):
     # and the ended run is not retried
     again = run_main(main_args(f"{SYNTHETIC}:tiny", workdir, tj_data_dir, DIVERGE))
     assert again.returncode == 3 and "already diverged" in again.stderr
+    assert again.stdout.splitlines()[0] == f"already diverged at step {step}; nothing to do"
 
 
 def test_diverging_variant_does_not_stop_a_sweep(tmp_path, tj_data_dir):

@@ -63,12 +63,13 @@ def main(argv):
         import jax
         log = workdir / (cli.LOG_FILE if jax.process_index() == 0
                          else f"train.{jax.process_index()}.log")
+        start = terminal.Start()  # says on the terminal where a resumed run picks up
         # the log file only once this process has started training (its status.json says
         # 'running'): bad input leaves no file behind and adds nothing to an existing run's
         with cli.log_to_file(log, ready=functools.partial(_started_after, workdir, time.time())):
             status = train.train_and_evaluate(_CONFIG.value, str(workdir),
-                                              extend_to=_EXTEND_TO.value)
-    print(f"{terminal.outcome(status)}\nfull log:    {log}\n"
+                                              extend_to=_EXTEND_TO.value, on_start=start)
+    print(f"{terminal.outcome(status, already_ended=start.step is None)}\nfull log:    {log}\n"
           f"TensorBoard: {terminal.tensorboard_executable()} --logdir {workdir}")
     sys.exit(cli.exit_code(status))
 

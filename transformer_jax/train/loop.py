@@ -42,6 +42,7 @@ __all__ = ["FINISHED", "DIVERGED", "PREEMPTED", "Checkpointer", "Replica", "Run"
            "train_replicas"]
 
 FINISHED, DIVERGED, PREEMPTED = "finished", "diverged", "preempted"
+OnStart = Callable[[int, int], None]  # (the step training starts from, train.num_steps)
 
 
 def has_ended(status: Optional[dict], num_steps: Optional[int] = None) -> bool:
@@ -52,14 +53,18 @@ def has_ended(status: Optional[dict], num_steps: Optional[int] = None) -> bool:
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
-                       extend_to: Optional[int] = None) -> dict[str, Any]:
+                       extend_to: Optional[int] = None,
+                       on_start: Optional[OnStart] = None) -> dict[str, Any]:
     """Trains (or resumes, or reports an already ended run); returns the run's final status.
     `extend_to`: continue the workdir's run up to this many steps (train.num_steps becomes it;
-    workdir.prepare records the change and refuses any other)."""
+    workdir.prepare records the change and refuses any other). `on_start(step, num_steps)`:
+    called before the first step this call trains, with the step it starts from (0, or the
+    checkpoint's it resumes from); never for a run that had already ended."""
     if extend_to is not None:
         config = copy.deepcopy(config)
         config.train.num_steps = extend_to
-    return train_replicas([config], [workdir], extend=extend_to is not None)[0]
+    return train_replicas([config], [workdir], extend=extend_to is not None,
+                          on_start=on_start)[0]
 
 
 @dataclasses.dataclass
@@ -112,13 +117,16 @@ class Training:
 
 
 def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Sequence[str], *,
-                   progress_bar: bool = True, extend: bool = False) -> list[dict[str, Any]]:
+                   progress_bar: bool = True, extend: bool = False,
+                   on_start: Optional[OnStart] = None) -> list[dict[str, Any]]:
     """Trains runs whose configs differ only in `seed` side by side, in one compiled program.
 
     Each run keeps its own workdir, checkpoints, curves and status, exactly as if trained alone;
     the step is `jax.vmap`-ed over a leading replica axis (for small models on a CPU, three
     seeds cost little more than one). A diverging replica is stopped and recorded; the others
     go on. Returns each run's final status. progress_bar: a tqdm bar when stderr is a terminal.
+    `on_start`: as train_and_evaluate's (replicas start at the same step; those whose
+    checkpoints are of different steps train one by one, each calling it).
     """
     if len(configs) != len(workdirs) or not configs:
         raise ValueError("train_replicas needs one workdir per config")
@@ -143,9 +151,12 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
         for r in replicas:
             r.checkpoints.close()
         return [statuses[i] if i not in todo else
-                train_replicas([configs[i]], [workdirs[i]], progress_bar=progress_bar)[0]
+                train_replicas([configs[i]], [workdirs[i]], progress_bar=progress_bar,
+                               on_start=on_start)[0]
                 for i in range(len(configs))]
     _open_runs(replicas, start)
+    if on_start is not None:
+        on_start(start, train_cfg.num_steps)
     logging.info("%s | %s | %d parameters | seeds %s", replicas[0].run.dataset.describe(),
                  describe_model(model_cfg), sum(p.size // len(replicas)
                                                 for p in jax.tree.leaves(fresh["params"])),

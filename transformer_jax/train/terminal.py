@@ -1,5 +1,6 @@
 """What a person running one training reads: steps/s and time left on the logged lines, a bar
-while stderr is a terminal, and the outcome in one line with where to look next (the log file, TensorBoard). The sweep's terminal (`studies.terminal`) shares the
+while stderr is a terminal, one line when a run resumes, and the outcome in one line with where
+to look next (the log file, TensorBoard). The sweep's terminal (`studies.terminal`) shares the
 durations and the TensorBoard command.
 """
 from __future__ import annotations
@@ -8,7 +9,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TextIO
 
 import numpy as np
 from absl import logging
@@ -37,9 +38,33 @@ def tensorboard_executable() -> str:
         return str(found.absolute())
 
 
-def outcome(status: dict[str, Any]) -> str:
-    """The run's outcome in one line: its state, step, time and final eval metrics."""
+def resumed(step: int, total: int) -> str:
+    """The line a resumed run shows on the terminal as it picks up its checkpoint."""
+    return f"resuming from step {step} of {total}"
+
+
+class Start:
+    """A trainer's `on_start`: records the step training started from (None: it did not start,
+    the run had already ended) and, when that is a resume, says so in one line on stderr (while
+    a run trains, stdout goes to its log file)."""
+
+    def __init__(self, out: Optional[TextIO] = None):
+        self.out = out
+        self.step: Optional[int] = None
+
+    def __call__(self, step: int, num_steps: int) -> None:
+        self.step = step
+        if step:
+            print(resumed(step, num_steps), file=self.out or sys.stderr, flush=True)
+
+
+def outcome(status: dict[str, Any], already_ended: bool = False) -> str:
+    """The run's outcome in one line: its state, step, time and final eval metrics; a run that
+    had ended before this command (`already_ended`) says that it trained nothing."""
     state, step = status.get("state", "?"), status.get("step", 0)
+    if already_ended:
+        hint = " (rerun with --extend_to=N to train on)" if state == "finished" else ""
+        return f"already {state} at step {step}; nothing to do{hint}"
     seconds = status.get("seconds")
     metrics = ", ".join(f"{k} {v:.4g}" for k, v in (status.get("eval") or {}).items())
     return (f"{state} at step {step}" + (f" in {duration(seconds)}" if seconds else "")
