@@ -156,8 +156,9 @@ def config_fields() -> set[str]:
 def test_configuration_page_names_every_field_and_no_other():
     fields = config_fields()
     assert {"seed", "model.position", "train.num_steps", "data.task"} <= fields
-    rows = set(re.findall(r"^\| `([a-z_]+(?:\.[a-z_0-9]+)?)` \|", CONFIG_PAGE.read_text(), flags=re.M))
-    assert not fields - rows, f"config fields missing from docs/configuration.md: {sorted(fields - rows)}"
+    rows = set(re.findall(r"^\| `([a-z_]+(?:\.[a-z_0-9]+)?)` \|", CONFIG_PAGE.read_text(),
+                          flags=re.M))
+    assert not fields - rows, f"fields missing from docs/configuration.md: {sorted(fields - rows)}"
     assert not rows - fields, f"docs/configuration.md names no such field: {sorted(rows - fields)}"
 
 
@@ -206,4 +207,5 @@ def test_snippet_runs_as_pasted(page, block, tmp_path, monkeypatch):
     done = subprocess.run([shutil.which("bash"), "-e", "-c", block.code], cwd=where,
                           capture_output=True, text=True, timeout=SNIPPET_TIMEOUT_S,
                           env=snippet_env())
-    assert done.returncode == 0, f"{page.name}:{block.lineno}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, (f"{page.name}:{block.lineno}\n{done.stdout[-2000:]}\n"
+                                  f"{done.stderr[-4000:]}")

@@ -1,6 +1,7 @@
-"""Claim: RMSNorm, which only rescales, trains as well as LayerNorm, which also re-centres.
+r"""Claim: RMSNorm, which only rescales, trains as well as LayerNorm, which also re-centres.
 
-Run:  .venv/bin/python -m transformer_jax.sweep --experiment=docs/examples/my_study.py --workdir=runs/rmsnorm
+Run:  .venv/bin/python -m transformer_jax.sweep --experiment=docs/examples/my_study.py \
+          --workdir=runs/rmsnorm
 The tutorial study of docs/writing-a-study.md: Pre-LN encoders learn `sort` with LayerNorm,
 RMSNorm or no norm at all in the norm's places.
 """
@@ -19,7 +20,8 @@ SIZES = {  # --size=tiny is a smoke test; default fits a 2-core CPU; large is fo
 
 def get_study(size: str) -> Study:
     s = SIZES[size]
-    base = load_config(REPO / "configs/synthetic.py", "task=sort" + (",tiny" if size == "tiny" else ""))
+    tiny = ",tiny" if size == "tiny" else ""
+    base = load_config(REPO / "configs/synthetic.py", "task=sort" + tiny)
     base.unlock()
     base.model.update(d_model=s["d_model"], num_heads=4, d_ff=4 * s["d_model"], norm="pre")
     study_schedule(base, s["steps"])
