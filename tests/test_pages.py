@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import io
+import json
 import os
 import re
 import shutil
@@ -292,3 +293,49 @@ def test_a_sweep_writes_provenance_and_pages_beside_its_report(tmp_path):
     index = (root / pages.INDEX).read_text()
     assert "| [tiny](tiny/README.md) | main | scaling helps |" in index
     assert "| [other](other/README.md) | main | other claim |" in index
+
+
+def _sweep_output_of_scaling(root: Path) -> Path:
+    """scaling's committed results as a sweep lays them out: root/scaling/verdict.md, ..."""
+    study = root / "scaling"
+    (study / "scaled" / "seed_0").mkdir(parents=True)
+    (study / "scaled" / "seed_0" / "status.json").write_text("{}")
+    (study / "config.json").write_text(json.dumps({"study": "scaling", "runs": []}))
+    for name in ("summary.md", "summary.csv", "curves.png", "probe_softmax_saturation.png"):
+        shutil.copy(RESULTS / (name if name.startswith("probe_") else f"scaling_{name}"),
+                    study / name)
+    verdict = (RESULTS / "scaling_verdict.md").read_text()
+    (study / "verdict.md").write_text(verdict.replace("](scaling_curves.png)", "](curves.png)"))
+    (study / pages.INDEX).write_text("the run's own page: not a result")
+    provenance.write(study / provenance.FILE, provenance.describe(
+        study="scaling", suite="main", size="default", seeds=(0, 1, 2), runs=12, shard=(0, 1),
+        cpuinfo=AMD, cpus=2, system="Linux x86_64", stack={"jax": "0.4.38"}, commit="c" * 40,
+        dirty=False, date="2026-12-02T12:00:00+00:00"))
+    return study
+
+
+def test_export_copies_a_sweeps_results_with_their_links_renamed(tmp_path, capsys):
+    study = _sweep_output_of_scaling(tmp_path / "runs")
+    results = _copy_results(tmp_path, [])
+    assert pages.main([f"--results={results}", "--readme=", f"--export={tmp_path / 'runs'}"]) == 0
+    assert sorted(p.name for p in results.iterdir() if not p.is_symlink()) == [
+        "README.md", "scaling.md", "scaling_curves.png", "scaling_probe_softmax_saturation.png",
+        "scaling_provenance.json", "scaling_summary.csv", "scaling_summary.md",
+        "scaling_verdict.md"]
+    verdict = (results / "scaling_verdict.md").read_text()
+    assert "![curves](scaling_curves.png)" in verdict
+    assert "![saturation](scaling_probe_softmax_saturation.png)" in verdict
+    page = (results / "scaling.md").read_text()
+    for link in LINK.findall(page):
+        assert (results / link).exists(), link
+    assert "AMD EPYC 7B13 64-Core Processor, 2 logical CPUs" in page
+    assert f"commit `{'c' * 40}`" in page and "uncommitted" not in page
+    assert "| AMD EPYC 7B13 64-Core Processor (2 CPUs) |" in (results / pages.INDEX).read_text()
+    (study / provenance.FILE).unlink()  # a run without one: the earlier copy must not stay
+    assert pages.main([f"--results={results}", "--readme=", f"--export={study}"]) == 0
+    assert not (results / f"scaling_{provenance.FILE}").exists()
+    assert "Provenance not recorded" in (results / "scaling.md").read_text()
+    capsys.readouterr()
+    assert pages.main([f"--results={results}", "--readme=", f"--export={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "holds no study's verdict.md" in err

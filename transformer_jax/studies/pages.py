@@ -1,6 +1,7 @@
 r"""Results pages, written by code from results files, so that no number is retyped:
 
     python -m transformer_jax.studies.pages [--results=experiments/results] [--readme=README.md]
+        [--export=runs/studies ...]
 
 writes, from the results files alone (each study's verdict.md, summary.md, summary.csv and
 provenance.json) and the claim and suite of its experiment file:
@@ -9,6 +10,8 @@ provenance.json) and the claim and suite of its experiment file:
   RESULTS/README.md    the index: one row per study with its verdict and machine;
   README's headline    the table between `<!-- headline:start -->` and `<!-- headline:end -->`
                        (`--readme=` skips it).
+`--export=DIR` first copies a sweep's results (its --workdir) into the results directory
+(`transformer_jax.studies.export`).
 
 Two layouts hold the same files: a results directory (experiments/results: <study>_verdict.md,
 ..., page <study>.md) and a sweep's study directory (DIR/<study>/verdict.md, ..., page
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import catalog, loading
+from transformer_jax.studies import catalog, export, loading
 from transformer_jax.studies import provenance as provenance_lib
 from transformer_jax.studies.study import Study
 
@@ -370,6 +373,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="the experiment files (default: the results directory's parent)")
     parser.add_argument("--readme", default="README.md",
                         help="README whose headline table to rewrite ('' for none)")
+    parser.add_argument("--export", action="append", default=[],
+                        help="a sweep's --workdir whose results to copy in first (repeatable)")
     args = parser.parse_args(argv)
     try:
         experiments = Path(args.experiments) if args.experiments else None
@@ -377,13 +382,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise PageError(f"--experiments={args.experiments!r} is not a directory")
         if args.readme and not Path(args.readme).is_file():
             raise PageError(f"--readme={args.readme!r} is not a file")
+        results = Path(args.results)
+        copied = [p for run in args.export for p in export.export_run(Path(run), results)]
         written = write_results(Path(args.results), experiments)
         if args.readme:
             if update_readme(Path(args.readme), Path(args.results), experiments):
                 written.append(Path(args.readme))
-    except (PageError, ConfigError) as e:
+    except (PageError, export.ExportError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if copied:
+        print(f"copied {len(copied)} results files into {args.results}")
     print(f"wrote {len(written)} files: {', '.join(str(p) for p in written)}")
     return 0
 

@@ -64,10 +64,12 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def run_study(study: study_lib.Study, workdir: str, shard: tuple[int, int] = (0, 1),
-              progress: Optional[terminal.JobProgress] = None) -> bool:
-    """Runs this shard's share of the study in this process; writes the report once every run
-    has ended. Returns whether the report was written."""
-    return run_studies([(study, workdir, None)], shard, progress=progress)[study.name]
+              progress: Optional[terminal.JobProgress] = None, size: str = "default") -> bool:
+    """Runs this shard's share of the study (loaded at `size`, which its provenance records)
+    in this process; writes the report once every run has ended. Returns whether the report
+    was written."""
+    return run_studies([(study, workdir, None)], shard, size=size,
+                       progress=progress)[study.name]
 
 
 def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard: tuple[int, int],
