@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # TensorBoard on a sweep's results, with the venv's tensorboard (not on PATH in a fresh shell).
 #   scripts/tensorboard.sh [LOGDIR] [tensorboard flags, e.g. --port=6007]
-# LOGDIR defaults to runs/studies (scripts/run.sh's). The sweep ends by printing one URL per
-# study that shows only that study's runs, the seeds of a variant in one colour.
+# LOGDIR defaults to runs/studies (scripts/run.sh's); a study's directory or any parent of the
+# sweep's works too. TensorBoard names each run by its path below LOGDIR; before it starts, one
+# URL per study found below LOGDIR is printed (scripts/tensorboard_links.py) that shows only that
+# study's runs, the seeds of a variant in one colour. The sweep's own URLs match the same runs
+# under any parent too.
 LOGDIR=runs/studies
 if (($#)) && [[ "$1" != -* ]]; then
     LOGDIR="$1"
@@ -10,4 +13,7 @@ if (($#)) && [[ "$1" != -* ]]; then
 fi
 [[ "$LOGDIR" == /* ]] || [[ ! -e "$LOGDIR" ]] || LOGDIR="$(cd "$LOGDIR" && pwd)"
 source "$(dirname "$0")/_venv.sh" ""  # (goes to the repo root: a relative LOGDIR is from there)
+if [[ -d "$LOGDIR" ]]; then
+    python scripts/tensorboard_links.py "$LOGDIR" "$@" || true  # the links are a help, not a must
+fi
 exec tensorboard --logdir "$LOGDIR" "$@"

@@ -1,7 +1,9 @@
 """What a person meets after a sweep: the terminal (one line per variant, the verdict, a summary,
 no per-step lines or library noise, the full log in a file, a TensorBoard command that runs) and
 TensorBoard itself, driven through its HTTP API on the sweep's runs (runs, tags, HParams trials
-named by run, the attention-map images).
+named by run, the attention-map images), and the printed links' run filters and colour groups
+against the run names TensorBoard lists for each logdir a user may serve (the study's, its
+parent, a grandparent; scripts/tensorboard.sh's links too).
 
 One tiny sweep (tests/tiny_study.py, test_sweep's study: 2 variants × 2 seeds, 6 steps) runs once, as the
 command line runs it with two worker processes; every test here reads its results.
@@ -16,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+import types
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -89,7 +92,8 @@ def test_printed_tensorboard_command_runs_in_a_fresh_shell(sweep):
     url = re.search(r"^  tiny +(http://localhost:6006/\S+)$", result.stdout, re.M)
     assert url, result.stdout
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(url.group(1)).query)
-    assert query["runColorGroup"] == ["regex:^([^/]+)"]  # the seeds of a variant: one colour
+    assert query["runColorGroup"] == ["regex:^(.*)/seed_[0-9]*$"]  # a variant's seeds: one colour
+    assert "%" not in url.group(1).split("pinnedCards")[0]  # the regexes readable as printed
     assert json.loads(query["pinnedCards"][0]) == [{"plugin": "scalars", "tag": "eval/accuracy"},
                                                    {"plugin": "scalars", "tag": "eval/loss"}]
 
@@ -215,3 +219,111 @@ def test_tensorboard_hparams_trials_are_named_by_run(tensorboard):
         assert group["hparams"]["study"] == study and group["hparams"]["variant"] == variant
         assert group["hparams"]["seed"] == int(seed.removeprefix("seed_"))
         assert [s["name"] for s in group["sessions"]] == [name]
+
+
+# --- the links' run filters, against the run names TensorBoard lists ---------------------------
+
+def _links_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("tensorboard_links",
+                                                  REPO / "scripts" / "tensorboard_links.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_names(logdir: Path) -> list[str]:
+    """TensorBoard's names for the runs below `logdir`: each directory holding an event file,
+    as a path relative to logdir (checked against TensorBoard's own list below)."""
+    return sorted({str(p.parent.relative_to(logdir)) for p in logdir.rglob("events.out.tfevents*")})
+
+
+def url_regexes(url: str) -> tuple[re.Pattern, re.Pattern]:
+    """(run filter, colour group) of a study link, compiled as TensorBoard's JavaScript does
+    (the filter case-insensitive; both use only syntax JavaScript and Python read alike)."""
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    (run_filter,), (group,) = query["runFilter"], query["runColorGroup"]
+    return re.compile(run_filter, re.I), re.compile(group.removeprefix("regex:"))
+
+
+def assert_link_shows_the_study(url: str, names: list[str], others: list[str]) -> None:
+    run_filter, group = url_regexes(url)
+    assert names and all(run_filter.search(n) for n in names), (run_filter.pattern, names)
+    assert not any(run_filter.search(n) for n in others), (run_filter.pattern, others)
+    colours = {n: group.search(n).group(1) for n in names}  # TensorBoard: a colour per group
+    for a in names:
+        for b in names:
+            same_variant = a.rsplit("/", 2)[-2] == b.rsplit("/", 2)[-2]
+            assert (colours[a] == colours[b]) == same_variant, (a, b, colours)
+
+
+def test_the_sweeps_link_matches_its_runs_under_any_logdir(sweep, tensorboard):
+    """The sweep served the study at runs/tiny; its printed link shows the study's runs whether
+    TensorBoard serves runs/tiny, its parent runs/ (as here: `tiny/<variant>/seed_<n>`, listed by
+    TensorBoard itself) or a grandparent, and no other study's runs beside them."""
+    result, logdir, root = sweep
+    listed = sorted(_get(f"{tensorboard}/data/runs"))
+    assert run_names(logdir) == listed == RUNS
+    url = re.search(r"^  tiny +(http://localhost:6006/\S+)$", result.stdout, re.M).group(1)
+    others = ["other/scaled/seed_0", "tinyx/scaled/seed_0", "scaled/tiny/seed_0/x"]
+    for served in (root, logdir, logdir.parent):
+        assert_link_shows_the_study(url, run_names(served), others)
+
+
+def test_a_multi_study_link_matches_under_a_parent():
+    from transformer_jax.studies import terminal
+
+    study = types.SimpleNamespace(name="norm_placement", metrics=("eval/loss",))
+    url = terminal.study_url(study, multi_study=True)
+    runs = [f"norm_placement/{v}/seed_{s}" for v in ("pre", "post") for s in (0, 1)]
+    others = [f"qk_norm/{v}/seed_{s}" for v in ("pre", "post") for s in (0, 1)]
+    for parent in ("", "studies/", "runs/studies/"):  # served: runs/studies, runs, .
+        assert_link_shows_the_study(url, [parent + n for n in runs], [parent + n for n in others])
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    assert json.loads(query["pinnedCards"][0]) == [{"plugin": "scalars", "tag": "eval/loss"}]
+
+
+def test_the_scripts_links_name_the_runs_of_the_logdir_it_serves(sweep):
+    """scripts/tensorboard.sh prints scripts/tensorboard_links.py's lines for its LOGDIR: a link
+    per study found below it, whose filter matches that study's run names there."""
+    _, logdir, root = sweep
+    links = _links_module()
+    for served in (root, logdir, logdir.parent):
+        lines = links.link_lines(served, port=6007)
+        assert lines[0].startswith(f"TensorBoard on {served}: 4 runs of 1 study"), lines
+        url = re.search(r"^  tiny +(http://localhost:6007/\S+)$", "\n".join(lines), re.M)
+        assert url, lines
+        assert_link_shows_the_study(url.group(1), run_names(served), ["other/scaled/seed_0"])
+    assert links.port_of(["--port=6010"]) == 6010 == links.port_of(["--bind_all", "--port", "6010"])
+    assert links.port_of([]) == 6006
+
+
+def test_many_runs_say_where_the_images_are(tmp_path):
+    """Over 40 runs TensorBoard's Images tab selects none: the links say so, and give the
+    whole logdir grouped by variant as well."""
+    links = _links_module()
+    for study, variants in (("a", 12), ("b", 10)):
+        (tmp_path / study).mkdir()
+        runs = [[f"v{i}", s] for i in range(variants) for s in range(2)]
+        (tmp_path / study / "config.json").write_text(json.dumps({"study": study, "runs": runs}))
+    lines = links.link_lines(tmp_path)
+    assert lines[0].startswith(f"TensorBoard on {tmp_path}: 44 runs of 2 studies")
+    assert any("(all)" in line and "runFilter" not in line and "runColorGroup" in line
+               for line in lines)
+    assert "44 runs: TensorBoard's Images tab selects none above 40" in lines[-1]
+    assert links.link_lines(tmp_path / "a")[-1].startswith("  a ")  # 24 runs: no note
+
+
+def test_the_sweeps_lines_say_where_the_images_are_over_40_runs():
+    from transformer_jax.studies import terminal
+
+    def study(name, variants):
+        return types.SimpleNamespace(name=name, metrics=("eval/loss",), seeds=(0, 1, 2),
+                                     variants={f"v{i}": {} for i in range(variants)})
+
+    many = terminal.tensorboard_lines("runs/studies", [study("a", 7), study("b", 7)], True)
+    assert many[-1] == ("  (42 runs: TensorBoard's Images tab selects none above 40; each "
+                        "study's link shows its images in Time Series)")
+    assert len(many) == 5 and many[2].startswith("  a  http") and "a/[^/]*/seed_" in many[2]
+    few = terminal.tensorboard_lines("runs/norm", [study("norm_placement", 5)], False)
+    assert len(few) == 3 and "runFilter=^((.*/)?norm/)?[^/]*/seed_" in few[-1]

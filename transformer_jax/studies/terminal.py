@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 import urllib.parse
@@ -22,6 +23,12 @@ from transformer_jax.train.terminal import duration, tensorboard_executable
 from transformer_jax.studies.study import Study
 
 TENSORBOARD_PORT = 6006
+# Run names end in <variant>/seed_<n>: the seeds of a variant (of a study) share a colour. (The
+# URLs' regexes avoid + and \ , which a URL must escape: [0-9]* for a seed's digits.)
+RUN_COLOR_GROUP = "regex:^(.*)/seed_[0-9]*$"
+# TensorBoard's Images tab (and its other pre-Time-Series tabs) selects no run by default when
+# more than this many match its run filter; Time Series selects up to 500.
+LEGACY_TAB_MAX_RUNS = 40
 VERDICT_WORDS = ("holds", "does not hold", "inconclusive")  # study.Verdict's values
 
 
@@ -85,19 +92,32 @@ def read_verdict(path: Path) -> StudyVerdict:
     return StudyVerdict(overall, expectations)
 
 
-def study_url(study: Study, multi_study: bool, port: int = TENSORBOARD_PORT) -> str:
-    """TensorBoard's Time Series, showing one study: its runs only, coloured by variant (the
-    seeds of a variant share a colour), the study's metrics pinned on top."""
-    if multi_study:  # run names: study/variant/seed_n
-        query = {"runFilter": f"^{study.name}/", "runColorGroup": "regex:^[^/]+/([^/]+)"}
-    else:  # run names: variant/seed_n
-        query = {"runColorGroup": "regex:^([^/]+)"}
-    query["pinnedCards"] = json.dumps([{"plugin": "scalars", "tag": m} for m in study.metrics],
-                                      separators=(",", ":"))
-    # (regex characters left readable: TensorBoard decodes each value as a whole)
+def runs_url(query: dict[str, str], port: int = TENSORBOARD_PORT) -> str:
+    """TensorBoard's Time Series with `query`'s URL parameters, regex characters left readable
+    (TensorBoard decodes each value as a whole)."""
     return (f"http://localhost:{port}/?"
-            + urllib.parse.urlencode(query, safe="/^[]():,", quote_via=urllib.parse.quote)
+            + urllib.parse.urlencode(query, safe="/^[]():,*?$", quote_via=urllib.parse.quote)
             + "#timeseries")
+
+
+def study_url(study: Study, multi_study: bool, port: int = TENSORBOARD_PORT,
+              directory: Optional[str] = None) -> str:
+    """TensorBoard's Time Series, showing one study: its runs only, coloured by variant (the
+    seeds of a variant share a colour), the study's metrics pinned on top.
+
+    TensorBoard names a run by its path below the --logdir it serves, which may be the sweep's
+    directory (`<study>/<variant>/seed_<n>`), the study's own (`<variant>/seed_<n>`) or any
+    parent of them (`studies/<study>/...` from runs/): the regexes match the study's runs under
+    any of these. `directory`: the name of the study's directory (default: the study's name, as
+    a sweep of several studies names them)."""
+    name = re.escape(directory or study.name)
+    # a multi-study directory holds other studies: the study's directory must be in the name
+    study_part = f"(.*/)?{name}/" if multi_study else f"((.*/)?{name}/)?"
+    query = {"runFilter": f"^{study_part}[^/]*/seed_[0-9]*$", "runColorGroup": RUN_COLOR_GROUP}
+    if study.metrics:
+        query["pinnedCards"] = json.dumps([{"plugin": "scalars", "tag": m}
+                                           for m in study.metrics], separators=(",", ":"))
+    return runs_url(query, port)
 
 
 def tensorboard_lines(logdir: str, studies: Sequence[Study], multi_study: bool) -> list[str]:
@@ -107,7 +127,13 @@ def tensorboard_lines(logdir: str, studies: Sequence[Study], multi_study: bool) 
              f"  then open, one study at a time (seeds of a variant in one colour, the study's "
              f"metrics pinned first):"]
     width = max(len(s.name) for s in studies) if studies else 0
-    lines += [f"  {s.name:<{width}}  {study_url(s, multi_study)}" for s in studies]
+    directory = None if multi_study else Path(logdir).name
+    lines += [f"  {s.name:<{width}}  {study_url(s, multi_study, directory=directory)}"
+              for s in studies]
+    runs = sum(len(s.variants) * len(s.seeds) for s in studies)
+    if runs > LEGACY_TAB_MAX_RUNS:
+        lines.append(f"  ({runs} runs: TensorBoard's Images tab selects none above "
+                     f"{LEGACY_TAB_MAX_RUNS}; each study's link shows its images in Time Series)")
     return lines
 
 
