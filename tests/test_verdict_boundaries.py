@@ -243,6 +243,28 @@ def test_a_rate_margin_of_0_or_1_is_accepted_and_one_step_outside_refused(compar
         Expectation("", "m", "a", comparison, outside, threshold=0.5)
 
 
+BAD_MARGIN = pytest.mark.xfail(strict=True, reason=(
+    "reported: Expectation takes a non-finite margin, or a negative WITHIN margin, and judges "
+    "it inconclusive or 'does not hold' forever instead of refusing it"))
+
+
+@pytest.mark.parametrize("comparison, margin, fields", [
+    pytest.param(Comparison.WITHIN, -0.1, dict(b="b"), marks=BAD_MARGIN),  # empty region
+    pytest.param(Comparison.BETTER, math.nan, dict(b="b"), marks=BAD_MARGIN),
+    pytest.param(Comparison.BETTER, INF, dict(b="b"), marks=BAD_MARGIN),
+    pytest.param(Comparison.AT_MOST, math.nan, {}, marks=BAD_MARGIN),
+    (Comparison.FAIL_RATE_AT_MOST, math.nan, dict(threshold=0.5)),
+], ids=["within negative", "better nan", "better inf", "at most nan", "rate nan"])
+def test_a_margin_no_interval_could_satisfy_is_refused_naming_it(comparison, margin, fields):
+    """A margin whose accepted region no interval can lie in is a mistake in the experiment
+    file: a one-line error naming it, not a verdict that can never hold."""
+    from transformer_jax.config import ConfigError
+
+    with pytest.raises(ConfigError, match=f"margin={margin}") as error:
+        Expectation("e", "m", "a", comparison, margin, **fields)
+    assert "\n" not in str(error.value)
+
+
 def test_a_run_exactly_on_the_threshold_passes_on_either_direction():
     on = by_seed(0.5, 0.5, 0.5)
     for higher_is_better in (True, False):
