@@ -282,15 +282,15 @@ def trace_figure(trace, n):
             ax.set_xlabel("output dimension")
     fig.suptitle(f'"{" ".join(words)}": d_model {trace.d_model}, {trace.heads} heads, '
                  f"{position} positions, {trace.norm.value}-norm block, seed {trace.seed}")
-    fig.tight_layout()
     return fig
 
 
 def plot(path, trace, n) -> None:
-    """`trace_figure`, written to `path` (PNG)."""
+    """`trace_figure`, laid out and written to `path` (PNG)."""
     import matplotlib.pyplot as plt
 
     fig = trace_figure(trace, n)
+    fig.tight_layout()  # half the figure's time: done for the file only
     fig.savefig(path, dpi=72)
     plt.close(fig)
 
