@@ -11,8 +11,8 @@ eval sequence; a causal decoder never looks at the right padding, and an encoder
 seeds of a variant in one call (`steps.make_eval_step(replicas=True)`).
 
 Writes into the study dir: `accuracy_by_length.csv` (variant, seed, length, token and
-whole-sequence accuracy) and `curves_by_length.png` (mean over seeds, shaded min to max, a
-vertical line at the longest training length); returns a markdown table.
+whole-sequence accuracy) and `curves_by_length.png` (mean over seeds, shaded min to max, the
+lengths past the longest training one shaded grey); returns a markdown table.
 """
 from __future__ import annotations
 
