@@ -237,6 +237,13 @@ def test_each_schemes_permutation_difference_is_its_own(traced):
         (row,) = [line for line in text if line.startswith(f"    {position.value:<12}")]
         assert row.split()[1] == f"{p['max_diff'][position.value]:.2g}", row
         assert ("0 up to float32 rounding" in row) == (want < 1e-12), row
+    # the rows again with a distinct value per scheme (the real none and ALiBi may be equal)
+    distinct = {q.value: 1e-8 * (i + 1) for i, q in enumerate(Position)}
+    marked = {**n, "permutation": {**p, "max_diff": distinct}}
+    text = trace_cli.format_trace(trace, marked, ts.head_shapes(length=3)).splitlines()
+    for position in Position:
+        (row,) = [line for line in text if line.startswith(f"    {position.value:<12}")]
+        assert row.split()[1] == f"{distinct[position.value]:.2g}", row
 
 
 def test_sinusoidal_rows_and_rotary_shift(traced):
