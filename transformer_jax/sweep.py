@@ -7,10 +7,12 @@ if __name__ == "__main__":  # first: glibc reads its tunables only when a proces
     from transformer_jax.train import hugepages
     hugepages.reexec_if_useful()
 
-from absl import app
+from absl import app, flags
 
+from transformer_jax.studies import sweep
 from transformer_jax.studies.sweep import main
 from transformer_jax.train import cli
 
 if __name__ == "__main__":
+    flags.adopt_module_key_flags(sweep)  # --help lists the flags defined beside the sweep
     app.run(main, flags_parser=cli.parse_flags)

@@ -10,10 +10,12 @@ if __name__ == "__main__":  # before JAX starts: the trace compiles a few progra
     os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 "
                                        "--xla_llvm_disable_expensive_passes=true")
 
-from absl import app, logging
+from absl import app, flags, logging
 
+from transformer_jax.explain import trace
 from transformer_jax.explain.trace import main, parse_flags
 
 if __name__ == "__main__":
+    flags.adopt_module_key_flags(trace)  # --help lists the flags defined beside the trace
     logging.set_verbosity(logging.WARNING)  # no INFO lines (JAX's backend probing) in the trace
     app.run(main, flags_parser=parse_flags)
