@@ -44,13 +44,14 @@ AMD = "processor : 0\nmodel name : AMD EPYC 7B13 64-Core Processor\nflags : fpu 
 ARM = "processor : 0\nBogoMIPS : 50.00\nFeatures : fp asimd\nCPU implementer : 0x41\n"
 
 
-def _copy_results(to: Path, names=STUDIES) -> Path:
-    """The committed results files the pages are made from (no pages, no plots) in
-    to/experiments/results, beside links to the experiment files."""
+def _copy_results(to: Path, names=STUDIES, experiments=None) -> Path:
+    """The committed results files of studies `names` the pages are made from (no pages, no
+    plots) in to/experiments/results, beside links to the experiment files (default: all)."""
     results = to / "experiments" / "results"
     results.mkdir(parents=True)
     for experiment in (REPO / "experiments").glob("*.py"):
-        (to / "experiments" / experiment.name).symlink_to(experiment)
+        if experiments is None or experiment.stem in experiments:
+            (to / "experiments" / experiment.name).symlink_to(experiment)
     for name in names:
         for suffix in INPUTS:
             if (RESULTS / f"{name}{suffix}").exists():
@@ -109,6 +110,8 @@ def test_a_planted_change_to_a_committed_result_changes_the_pages(tmp_path):
     index = (results / pages.INDEX).read_text()
     assert "| partly holds: 1 of 2 hold, 1 does not | not recorded |" in index
     assert "| holds: 2 of 2 hold | not recorded |" in index  # scaling's, unchanged
+    assert "| [positions](../positions.py) | main |" in index  # no results here: not run yet
+    assert not (results / "positions.md").exists()
 
 
 def test_every_link_on_the_committed_pages_resolves(monkeypatch):
@@ -209,7 +212,7 @@ def test_git_commit_and_dirty_flag(tmp_path):
 
 
 def test_update_readme_needs_the_markers(tmp_path):
-    results = _copy_results(tmp_path, ["scaling"])
+    results = _copy_results(tmp_path, ["scaling"], experiments=["scaling", "residuals"])
     readme = tmp_path / "README.md"
     readme.write_text("# no markers\n")
     with pytest.raises(pages.PageError, match="headline:start"):
@@ -223,6 +226,8 @@ def test_update_readme_needs_the_markers(tmp_path):
                                   "|---|---|---|\n| [scaling](experiments/results/scaling.md) | "
                                   "Dividing Q·Kᵀ by √d_k keeps softmax out of saturation so "
                                   "gradients flow. | holds: 2 of 2 hold |\n"
+                                  "| [residuals](experiments/residuals.py) | Residual connections "
+                                  "give gradients a highway through deep stacks. | not run yet |\n"
                                   f"{pages.HEADLINE_END}\nb\n")
     assert not pages.update_readme(readme, results)  # already current
 

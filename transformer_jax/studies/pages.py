@@ -46,6 +46,7 @@ NO_PROVENANCE = ("Provenance not recorded: these results predate provenance file
 _OVERALL = re.compile(r"^\*\*Verdict: the claim (?P<overall>.+?) on this run\*\* \((?P<held>\d+) "
                       r"hold, (?P<failed>\d+) do not hold, (?P<inconclusive>\d+) inconclusive "
                       r"of (?P<total>\d+) expectations")
+NOT_RUN = "not run yet"
 _SUMMARY_TITLE = re.compile(r"^# .+?: final metrics \((?P<what>.+)\)$")
 
 
@@ -83,6 +84,11 @@ class Entry:
     claim: str
     suite: str
     experiment: Optional[Path] = None  # the experiment file, where known
+
+    @property
+    def ran(self) -> bool:
+        """Whether it has results (a pre-registered study has none yet)."""
+        return self.files.path("verdict.md").is_file()
 
     @classmethod
     def of(cls, study: Study, files: StudyFiles, experiment: Optional[Path] = None) -> Entry:
@@ -264,11 +270,25 @@ def index_page(root: Path, entries: Sequence[Entry]) -> str:
              "plots and what produced them. " + GENERATED, "",
              "| study | suite | claim | verdict | machine |", "|---|---|---|---|---|"]
     for entry in entries:
-        verdict, _, _, record = read_entry(entry)
-        link = Path(os.path.relpath(entry.files.page, root)).as_posix()
+        link, verdict, record = _row(entry, root)
+        machine = _cell(machine_cell(record)) if entry.ran else "—"
         lines.append(f"| [{entry.files.name}]({link}) | {entry.suite} | {_cell(entry.claim)} | "
-                     f"{verdict.cell} | {_cell(machine_cell(record))} |")
+                     f"{verdict} | {machine} |")
     return "\n".join(lines) + "\n"
+
+
+def _row(entry: Entry, base: Optional[Path]) -> tuple[str, str, Optional[dict[str, Any]]]:
+    """(link to its page, else to its experiment file; verdict cell; provenance record) of a
+    study's row, links relative to `base` (None: the paths as given)."""
+    if entry.ran:
+        verdict, _, _, record = read_entry(entry)
+        target, cell = entry.files.page, verdict.cell
+    elif entry.experiment is not None:
+        target, cell, record = entry.experiment, NOT_RUN, None
+    else:
+        raise PageError(f"{entry.files.path('verdict.md')}: missing")
+    link = os.path.relpath(target, base) if base is not None else str(target)
+    return Path(link).as_posix(), cell, record
 
 
 def _cell(text: str) -> str:
@@ -276,8 +296,9 @@ def _cell(text: str) -> str:
 
 
 def results_entries(results_dir: Path, experiments_dir: Optional[Path] = None) -> list[Entry]:
-    """Every study with a verdict in `results_dir` (a results directory), with the claim and
-    suite of experiments_dir/<study>.py (default: results_dir's parent), in the sweep's order."""
+    """Every study of experiments_dir (default: results_dir's parent) with its claim and suite,
+    in the sweep's order, whether `results_dir` (a results directory) holds its results or not
+    yet; a verdict there without an experiment file is an error."""
     results_dir = Path(results_dir)
     experiments_dir = Path(experiments_dir) if experiments_dir else results_dir.parent
     if not results_dir.is_dir():
@@ -286,29 +307,28 @@ def results_entries(results_dir: Path, experiments_dir: Optional[Path] = None) -
     names = sorted(p.name[:-len(suffix)] for p in results_dir.glob(f"*{suffix}"))
     if not names:
         raise PageError(f"--results={str(results_dir)!r} holds no <study>{suffix} files")
-    entries = []
     for name in names:
         experiment = experiments_dir / f"{name}.py"
         if not experiment.is_file():
             raise PageError(f"{results_dir / (name + suffix)}: no experiment file {experiment} "
                             f"to take its claim and suite from")
+    entries = []
+    for experiment in experiments_dir.glob("[!_]*.py"):
         study = loading.load_study(experiment, "tiny")  # claim and suite: the same at any size
-        entries.append(Entry.of(study, StudyFiles(name, results_dir, Layout.RESULTS),
+        entries.append(Entry.of(study, StudyFiles(experiment.stem, results_dir, Layout.RESULTS),
                                 experiment))
     return sorted(entries, key=lambda e: catalog.order_key(e.suite, e.files.name))
 
 
 def headline_table(results_dir: Path, link_base: Optional[Path] = None,
                    experiments_dir: Optional[Path] = None) -> str:
-    """One line per claim (study, claim, verdict), each study linked to its page: relative to
-    `link_base` (the README's directory), else the results directory as given."""
+    """One line per claim (study, claim, verdict), each study linked to its page (one not run
+    yet: to its experiment file) relative to `link_base` (the README's directory), else as the
+    results directory is given."""
     lines = ["| study | claim | verdict |", "|---|---|---|"]
     for entry in results_entries(results_dir, experiments_dir):
-        page = entry.files.page
-        link = os.path.relpath(page, link_base) if link_base is not None else str(page)
-        verdict = read_entry(entry)[0]
-        lines.append(f"| [{entry.files.name}]({Path(link).as_posix()}) | {_cell(entry.claim)} | "
-                     f"{verdict.cell} |")
+        link, verdict, _ = _row(entry, link_base)
+        lines.append(f"| [{entry.files.name}]({link}) | {_cell(entry.claim)} | {verdict} |")
     return "\n".join(lines) + "\n"
 
 
@@ -341,7 +361,7 @@ def update_readme(readme_path: Path, results_dir: Path,
 def write_results(results_dir: Path, experiments_dir: Optional[Path] = None) -> list[Path]:
     """Every study's page and the index of a results directory. Returns the files written."""
     entries = results_entries(results_dir, experiments_dir)
-    written = [_write(e.files.page, study_page(e)) for e in entries]
+    written = [_write(e.files.page, study_page(e)) for e in entries if e.ran]
     return written + [_write(Path(results_dir) / INDEX, index_page(Path(results_dir), entries))]
 
 
