@@ -141,7 +141,8 @@ def test_identical_curves_stay_visible():
     under, over = fig.axes[0].get_lines()
     assert (under.get_xydata() == over.get_xydata()).all()
     assert under.get_linewidth() > over.get_linewidth() + 0.5
-    assert under.get_markersize() > over.get_markersize() and under.get_marker() != over.get_marker()
+    assert under.get_markersize() > over.get_markersize()
+    assert under.get_marker() != over.get_marker()
 
 
 def test_entropy_label_says_normalized():

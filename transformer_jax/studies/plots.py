@@ -90,6 +90,7 @@ def variant_styles(variants: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[
         arm = {v: arm_ids.index(rest(v)) for v in names}
     members = {g: [v for v in names if group[v] == g] for g in set(group.values())}
     last = max(len(names) - 1, 1)
+    between = lambda ends, i: ends[0] + (ends[1] - ends[0]) * i / last  # noqa: E731
     styles = {}
     for i, v in enumerate(names):
         same = members[group[v]]
@@ -98,8 +99,7 @@ def variant_styles(variants: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[
         styles[v] = dict(color=_shade(HUES[group[v] % len(HUES)], t),
                          linestyle=LINE_STYLES[arm[v] % len(LINE_STYLES)],
                          marker=MARKERS[i % len(MARKERS)],
-                         linewidth=WIDTHS[0] + (WIDTHS[1] - WIDTHS[0]) * i / last,
-                         markersize=MARKER_SIZES[0] + (MARKER_SIZES[1] - MARKER_SIZES[0]) * i / last)
+                         linewidth=between(WIDTHS, i), markersize=between(MARKER_SIZES, i))
     return styles
 
 
@@ -122,13 +122,14 @@ def legend_entries(variants: Mapping[str, Mapping[str, Any]], styles: Mapping[st
         handles += [line(v) for v in members] + [matplotlib.lines.Line2D([], [], alpha=0)] * (
             rows - len(members))
         labels += members + [""] * (rows - len(members))
-    return handles, labels, len(groups), f"variant (colour: {key}; line style: the other overrides)"
+    return handles, labels, len(groups), (f"variant (colour: {key}; line style: the other "
+                                          f"overrides)")
 
 
 def eval_lengths_note(study) -> str:
-    """' — lengths 9–32, unseen (trained on 1–8)' for a synthetic study whose eval lengths are
-    not its training lengths (from the base config's data, when no variant changes them);
-    '' otherwise."""
+    """'\\nlengths 9–32, unseen (trained on 1–8)', a second title line for the eval panels of a
+    synthetic study whose eval lengths are not its training lengths (from the base config's
+    data, when no variant changes them); '' otherwise."""
     base = getattr(study, "base", None)
     data = base.get("data") if base is not None else None
     if data is None or data.get("kind", "synthetic") != "synthetic" or any(
