@@ -147,7 +147,7 @@ def test_identical_curves_stay_visible():
 
 def test_entropy_label_says_normalized():
     label = plots.y_label("attention/entropy/layer_00")
-    assert "nats" not in label and "0–1" in label and "uniform" in label
+    assert "nats" not in label and "ln(keys)" in label and "uniform" in label
 
 
 def test_eval_panels_name_the_eval_lengths_from_the_data_config():

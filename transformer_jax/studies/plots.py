@@ -33,7 +33,7 @@ Y_LABELS = {
     "grad_norm": "gradient norm [global L2]",
     "param_norm": "parameter norm [global L2]",
     "update_norm": "update norm [global L2]",
-    "entropy": "attention entropy / ln(keys) [0–1, 1 = uniform]",
+    "entropy": "entropy / ln(keys) [1 = uniform]",  # normalized (train/steps.py), not nats
     "max_weight": "max attention weight",
     "max_abs_logit": "max |attention logit|",
     "learning_rate": "learning rate",
