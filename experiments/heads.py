@@ -26,6 +26,10 @@ train/steps_per_sec; judged only if that and the ratio of the runs' wall seconds
 30 %, else reported as unstable). The head-roles analysis (transformer_jax/head_roles.py) checks
 the mechanism: with h ≥ 4 some head puts ≥ 0.5 of its weight on the previous token, and the
 heads' mean offsets spread more than at initialization.
+By cause (head_importance: each head alone knocked out before W_o, eval accuracy; added after
+the committed results above, before the run that judges it): if four heads each deliver one of
+the four bits, knocking out any one of h=4's heads costs ≥ 0.05 accuracy, and the most important
+of h=8's heads costs ≥ 0.05 too.
 """
 import json
 import math
@@ -36,7 +40,7 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
-from transformer_jax.studies.analysis import head_roles
+from transformer_jax.studies.analysis import head_importance, head_roles
 from transformer_jax.studies.analysis import probes
 from transformer_jax.studies import report
 from transformer_jax.train import loop as train
@@ -54,6 +58,7 @@ SIZES = {  # steps, d_model (fixed across variants), sequence length
 HEADS = (1, 2, 4, 8)
 FLOPS_WITHIN, TIME_FACTOR, STABLE_WITHIN = 0.10, 2.0, 0.30
 PREVIOUS_TOKEN_MIN = 0.5
+KNOCKOUT_COST_MIN = 0.05  # accuracy a head's knock-out costs when it carries a bit
 
 
 def name(h: int) -> str:
@@ -74,6 +79,12 @@ def get_study(size: str) -> Study:
         lambda t, i: t.previous.max() >= PREVIOUS_TOKEN_MIN) for h in HEADS if h >= 4) + (
         head_roles.Check("h8: the heads' mean offsets spread more than at initialization",
                          name(8), lambda t, i: np.std(t.offset) > np.std(i.offset)),)
+    knockouts = (
+        head_importance.Check(f"h4: knocking out any one head costs ≥ {KNOCKOUT_COST_MIN} accuracy",
+                              name(4), lambda imp, sc: imp.min() >= KNOCKOUT_COST_MIN),
+        head_importance.Check(f"h8: the most important head costs ≥ {KNOCKOUT_COST_MIN} accuracy",
+                              name(8), lambda imp, sc: imp.max() >= KNOCKOUT_COST_MIN),
+    )
     return Study(
         name="heads",
         claim="One attention head is a bottleneck (one notion of relevance at a time); more "
@@ -89,7 +100,8 @@ def get_study(size: str) -> Study:
             Expectation("h2 beats one head by ≥ 0.05 accuracy", ACC, name(2), Comparison.BETTER,
                         0.05, b=name(1)),
         ),
-        analyses=(cost_by_heads, head_roles.make_analysis(checks)),
+        analyses=(cost_by_heads, head_roles.make_analysis(checks),
+                  head_importance.make_analysis("accuracy", knockouts)),
         suite="depth",  # with depth.py and batchnorm.py: the main job keeps its 10 minutes
     )
 
