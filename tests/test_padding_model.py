@@ -184,12 +184,8 @@ def test_no_placement_builds_no_norm_of_any_type(norm_type):
     assert not jax.tree.leaves(nnx.state(model, nnx.BatchStat))
 
 
-NO_REAL_TOKEN = pytest.mark.xfail(strict=True, reason=(
-    "reported: BatchNorm's statistics over no real token are 0/0, and a training pass writes "
-    "nan into the running mean and variance"))
 
 
-@NO_REAL_TOKEN
 def test_a_training_batch_of_padding_only_moves_no_running_statistic():
     """Not a batch the data pipeline makes (every row has a real token: `fill_rows`), but a nan
     in a running statistic would stay there for every later evaluation."""

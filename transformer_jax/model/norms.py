@@ -65,7 +65,14 @@ class BatchNorm(nnx.BatchNorm):
 
     def __call__(self, x: Array, token_mask: Optional[Array] = None) -> Array:
         mask = None if token_mask is None else token_mask[..., None]  # [B, T, 1]
-        return super().__call__(x, mask=mask)  # [B, T, num_features]
+        if mask is None or self.use_running_average:
+            return super().__call__(x, mask=mask)  # [B, T, num_features]
+        # A batch of padding only has no statistics (0/0): the running ones stay as they were.
+        kept, any_real = (self.mean[...], self.var[...]), jnp.any(token_mask)
+        y = super().__call__(x, mask=mask)
+        self.mean[...] = jnp.where(any_real, self.mean[...], kept[0])
+        self.var[...] = jnp.where(any_real, self.var[...], kept[1])
+        return jnp.where(any_real, y, 0.0)  # [B, T, num_features]
 
 
 def make_norm(norm_type: NormType, num_features: int, *, dtype, rngs: nnx.Rngs) -> nnx.Module:

@@ -66,9 +66,10 @@ def difference_interval(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[np.
     Welch's (= scipy.stats.ttest_ind(equal_var=False)'s)."""
     if paired:
         return mean_interval(a - b)
-    (na, nb), (va, vb) = (a.shape[-1], b.shape[-1]), (_var_of_mean(a), _var_of_mean(b))
+    na, nb = a.shape[-1], b.shape[-1]
     if min(na, nb) < 2:
         return _unbounded(np.broadcast_shapes(a.shape[:-1], b.shape[:-1]))
+    va, vb = _var_of_mean(a), _var_of_mean(b)
     with np.errstate(invalid="ignore", divide="ignore"):  # zero spread: 0/0, handled below
         dof = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))  # Welch–Satterthwaite
     return _t_interval(np.mean(a, -1) - np.mean(b, -1), np.sqrt(va + vb), dof)
@@ -85,21 +86,26 @@ def relative_gap_interval(a: np.ndarray, b: np.ndarray,
         return _unbounded(np.broadcast_shapes(a.shape[:-1], b.shape[:-1]))
     mean_a, mean_b = np.mean(a, -1), np.mean(b, -1)
     v_aa, v_bb = _var_of_mean(a), _var_of_mean(b)  # variances of the means
+    # Solved for δ = ρ − 1, the gap itself, not for ρ: then identical variants (diff, the mean
+    # of a − b, and v_dd, v_db all 0) give δ exactly 0, where ρ − 1 kept B² − AC's rounding.
     if paired:
-        v_ab = np.sum((a - mean_a[..., None]) * (b - mean_b[..., None]), -1) / (na - 1) / na
+        d = a - b
+        diff = np.mean(d, -1)
+        v_dd = _var_of_mean(d)
+        v_db = np.sum((d - diff[..., None]) * (b - mean_b[..., None]), -1) / (na - 1) / na
         dof = na - 1
     else:
-        v_ab, dof = 0.0, min(na, nb) - 1
+        diff, v_dd, v_db, dof = mean_a - mean_b, v_aa + v_bb, -v_bb, min(na, nb) - 1
     q = _t_quantiles(dof) ** 2
-    # ρ inside: (mean_a − ρ mean_b)² <= q (v_aa − 2ρ v_ab + ρ² v_bb), i.e. A ρ² − 2B ρ + C <= 0
-    A, B, C = mean_b ** 2 - q * v_bb, mean_a * mean_b - q * v_ab, mean_a ** 2 - q * v_aa
+    # δ inside: (diff − δ mean_b)² <= q (v_dd − 2δ v_db + δ² v_bb), i.e. A δ² − 2B δ + C <= 0
+    A, B, C = mean_b ** 2 - q * v_bb, diff * mean_b - q * v_db, diff ** 2 - q * v_dd
     bounded = A > 0
     A = np.where(bounded, A, 1.0)
     root = np.sqrt(np.maximum(B ** 2 - A * C, 0.0))
-    rho_low, rho_high = (B - root) / A, (B + root) / A
+    delta_low, delta_high = (B - root) / A, (B + root) / A
     positive = mean_b > 0
-    low = np.where(positive, rho_low - 1, 1 - rho_high)
-    high = np.where(positive, rho_high - 1, 1 - rho_low)
+    low = np.where(positive, delta_low, -delta_high)
+    high = np.where(positive, delta_high, -delta_low)
     flat = np.sqrt(v_aa + v_bb) <= 1e-9 * np.maximum(1.0, np.maximum(abs(mean_a), abs(mean_b)))
     gap = relative_gap(a, b)
     low, high = np.where(flat, gap, low), np.where(flat, gap, high)  # zero spread: the point
@@ -131,7 +137,10 @@ def _unbounded(shape) -> tuple[np.ndarray, np.ndarray]:
 
 
 def decide(low: float, high: float, accepted: tuple[float, float]) -> Verdict:
-    """Holds if the interval lies inside the accepted region, fails if it misses it."""
+    """Holds if the interval lies inside the accepted region, fails if it misses it. The region
+    is closed: an interval that starts exactly on a lower threshold or ends exactly on an upper
+    one holds; one that touches a threshold from outside shares that point with the region and
+    is inconclusive (tests/test_verdict_boundaries.py)."""
     lo, hi = accepted
     if lo <= low and high <= hi:
         return Verdict.HOLDS

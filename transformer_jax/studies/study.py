@@ -108,6 +108,12 @@ class Expectation:
         if rate and self.worst is not None:
             raise ConfigError(f"expectation {self.text!r}: worst= has no use with "
                               f"{self.comparison.value}: a diverged run fails")
+        if not math.isfinite(self.margin):
+            raise ConfigError(f"expectation {self.text!r}: margin={self.margin} must be a finite "
+                              "number")
+        if self.comparison is Comparison.WITHIN and self.margin < 0:
+            raise ConfigError(f"expectation {self.text!r}: margin={self.margin} is a relative "
+                              "gap |mean a − mean b|/|mean b|, >= 0")
         if rate and not 0.0 <= self.margin <= 1.0:
             raise ConfigError(f"expectation {self.text!r}: margin={self.margin} is a fraction of "
                               "runs, between 0 and 1")
@@ -128,6 +134,12 @@ class Expectation:
         every variant of the study: diverged runs count as the study's finished values."""
         diverged = {v: tuple(s for s in sorted(final[v]) if not math.isfinite(final[v][s]))
                     for v in self.variants()}
+        empty = [v for v in self.variants() if not final[v]]
+        if empty:
+            values = {v: dict(final[v]) for v in self.variants()}
+            return Judgement(Verdict.INCONCLUSIVE, values=values, diverged=diverged, fill={},
+                             effect=math.nan, low=-math.inf, high=math.inf, paired=False,
+                             note=f"no runs of {' and '.join(empty)}")
         if self.comparison in RATES:
             return self._judge_rate(final[self.a], diverged)
         cases = [self._judge_filled(final, diverged, fill) for fill in self._fills(final, diverged)]
