@@ -27,7 +27,6 @@ from typing import Callable, Iterator, Optional, Sequence
 
 from absl import flags, logging
 
-PROBES_FILE = "probes.md"  # a study's step-0 probes, as markdown (its plots beside it)
 REPORT_LOG = "report.log"  # the log of a study's probes, report and analyses
 PR_SET_PDEATHSIG = 1
 
@@ -47,16 +46,6 @@ class Task:
         return f"{self.study}/{self.variant or 'probes'}"
 
 
-def run_probes(study, root: Path) -> str:
-    """The study's step-0 probes (plots into `root`), as markdown; kept in root/probes.md."""
-    if not study.probes:
-        return ""
-    path = root / PROBES_FILE
-    if not path.exists():
-        path.write_text(study.probes(root))
-    return path.read_text()
-
-
 def execute(task: Task, study, progress_bar: bool = True) -> list[dict]:
     """Runs one task; returns the statuses of its runs ([] for probes)."""
     from transformer_jax.train import cli
@@ -65,7 +54,7 @@ def execute(task: Task, study, progress_bar: bool = True) -> list[dict]:
     root = Path(task.root)
     if task.variant is None:
         with cli.log_to_file(root / REPORT_LOG):
-            run_probes(study, root)
+            study.probe_markdown(root)
         return []
     with cli.log_to_file(root / task.variant / cli.LOG_FILE):
         logging.info("[%s] %s, seeds %s: %s", task.study, task.variant, list(task.seeds),

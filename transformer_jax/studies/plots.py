@@ -228,3 +228,23 @@ def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]]):
                frameon=False, title=title)
     fig.tight_layout()
     return fig
+
+
+def plot_lines(path: Path, series: dict[str, tuple[Sequence[float], Sequence[float]]], *,
+               title: str, xlabel: str, ylabel: str, logy: bool = False) -> None:
+    """One line per series {label: (x, y)}, dots on the points (a probe's or an analysis's)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    for label, (x, y) in series.items():
+        ax.plot(x, y, marker="o", label=label)
+    if logy:
+        ax.set_yscale("log")
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from transformer_jax.studies import jobs
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.studies.plots import plot_curves
 from transformer_jax.studies.study import (Comparison, Expectation, INTERVAL_METHOD, Judgement,
@@ -47,7 +46,7 @@ def write_report(study: Study, root: Path) -> None:
     rows = _rows(study, runs)
     _write_csv(rows, root / "summary.csv")
     (root / "summary.md").write_text(_summary_markdown(study, runs))
-    probes = jobs.run_probes(study, root)
+    probes = study.probe_markdown(root)
     analysis = "\n\n".join(f(root, runs) for f in study.analyses)
     (root / "verdict.md").write_text(verdict_markdown(study, runs, probes, analysis))
 

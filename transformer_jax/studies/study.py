@@ -46,6 +46,7 @@ class Comparison(enum.Enum):
 
 
 RATES = (Comparison.FAIL_RATE_AT_LEAST, Comparison.FAIL_RATE_AT_MOST)
+PROBES_FILE = "probes.md"  # a study's step-0 probes, as markdown (its plots beside it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,6 +257,16 @@ class Study:
 
     def runs(self) -> list[tuple[str, int]]:
         return [(v, s) for v in self.variants for s in self.seeds]
+
+    def probe_markdown(self, root: Path) -> str:
+        """The step-0 probes' markdown (their plots go into `root`), computed once and kept in
+        root/PROBES_FILE: a sweep's worker runs them beside the training, the report reads them."""
+        if not self.probes:
+            return ""
+        path = Path(root) / PROBES_FILE
+        if not path.exists():
+            path.write_text(self.probes(Path(root)))
+        return path.read_text()
 
 
 def study_schedule(config: ml_collections.ConfigDict, steps: int, **train: Any) -> None:

@@ -124,8 +124,8 @@ def tensorboard_lines(logdir: str, studies: Sequence[Study], multi_study: bool) 
     script = " (or scripts/tensorboard.sh " + logdir + ")" if Path(
         "scripts/tensorboard.sh").exists() else ""
     lines = [f"TensorBoard:  {tensorboard_executable()} --logdir {logdir}{script}",
-             f"  then open, one study at a time (seeds of a variant in one colour, the study's "
-             f"metrics pinned first):"]
+             "  then open, one study at a time (seeds of a variant in one colour, the study's "
+             "metrics pinned first):"]
     width = max(len(s.name) for s in studies) if studies else 0
     directory = None if multi_study else Path(logdir).name
     lines += [f"  {s.name:<{width}}  {study_url(s, multi_study, directory=directory)}"

@@ -20,6 +20,7 @@ import numpy as np
 
 from transformer_jax.studies.analysis import probes
 from transformer_jax.studies.markdown import markdown_table
+from transformer_jax.studies.plots import plot_lines
 from transformer_jax.studies import report
 from transformer_jax.studies import study
 from transformer_jax.config import Norm
@@ -125,7 +126,7 @@ def write_probes(root: Path, depth: int = 24) -> str:
     curves = {name: probes.token_similarity_by_depth(residual, depth, norm=norm)
               for name, (norm, residual) in PROBED.items()}
     layers = list(range(depth + 1))
-    probes.plot_lines(Path(root) / PROBE_FILE, {k: (layers, v) for k, v in curves.items()},
+    plot_lines(Path(root) / PROBE_FILE, {k: (layers, v) for k, v in curves.items()},
                       title="token similarity at init", xlabel="layer",
                       ylabel="mean pairwise cosine")
     shown = sorted({l for l in (0, 1, 2, 6, 12, 24, 48) if l < depth} | {depth})

@@ -11,7 +11,6 @@ Each returns rows (for a markdown table) and can draw a PNG.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
 import jax
@@ -24,6 +23,7 @@ from transformer_jax.config import Arch, ModelConfig, Norm, Position
 from transformer_jax.model.transformer import Transformer, attention_mask
 from transformer_jax.model.positions import sinusoidal_table
 from transformer_jax.studies.markdown import markdown_table  # noqa: F401 (experiment files use it)
+from transformer_jax.studies.plots import plot_lines  # noqa: F401 (experiment files use it)
 
 
 def score_scale(head_dims: Sequence[int] = (16, 64, 256), length: int = 64, samples: int = 4096,
@@ -118,22 +118,3 @@ def permutation_gap(position: Position, seed: int = 0) -> float:
     out, _ = model(inputs)
     out_perm, _ = model(inputs[:, perm])
     return float(jnp.abs(out_perm - out[:, perm]).max())
-
-
-def plot_lines(path: Path, series: dict[str, tuple[Sequence[float], Sequence[float]]], *,
-               title: str, xlabel: str, ylabel: str, logy: bool = False) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(4.8, 3.4))
-    for label, (x, y) in series.items():
-        ax.plot(x, y, marker="o", label=label)
-    if logy:
-        ax.set_yscale("log")
-    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
