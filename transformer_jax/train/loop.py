@@ -122,8 +122,8 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     """Trains runs whose configs differ only in `seed` side by side, in one compiled program.
 
     Each run keeps its own workdir, checkpoints, curves and status, exactly as if trained alone;
-    the step is `jax.vmap`-ed over a leading replica axis (for small models on a CPU, three
-    seeds cost little more than one). A diverging replica is stopped and recorded; the others
+    the step maps over a leading replica axis inside one program (`steps.over_replicas`: for
+    small models on a CPU, three seeds cost little more than one). A diverging replica is stopped and recorded; the others
     go on. Returns each run's final status. progress_bar: a tqdm bar when stderr is a terminal.
     `on_start`: as train_and_evaluate's (replicas start at the same step; those whose
     checkpoints are of different steps train one by one, each calling it).
@@ -157,10 +157,7 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     _open_runs(replicas, start)
     if on_start is not None:
         on_start(start, train_cfg.num_steps)
-    logging.info("%s | %s | %d parameters | seeds %s", replicas[0].run.dataset.describe(),
-                 describe_model(model_cfg), sum(p.size // len(replicas)
-                                                for p in jax.tree.leaves(fresh["params"])),
-                 [r.run.seed for r in replicas])
+    _log_what_trains(replicas, fresh["params"])
     training = _start_training(replicas, graphdef, tx, schedule, state, start, mesh,
                                progress_bar)
     # SIGTERM to any process stops every process after the same call (parallel.stop_requests)
@@ -223,6 +220,14 @@ def _open_runs(replicas: list[Replica], start: int) -> None:
                 r.writer.text(start, "config_change", json.dumps(change["change"]) + "; LR "
                               "schedule " + change["schedule"])
         _write_status(r.path, "running", start)
+
+
+def _log_what_trains(replicas: list[Replica], stacked_params: dict) -> None:
+    """One log line: the data, the model, its parameter count (per replica) and the seeds."""
+    run = replicas[0].run
+    count = sum(p.size // len(replicas) for p in jax.tree.leaves(stacked_params))
+    logging.info("%s | %s | %d parameters | seeds %s", run.dataset.describe(),
+                 describe_model(run.model), count, [r.run.seed for r in replicas])
 
 
 def _start_training(replicas: list[Replica], graphdef, tx, schedule, state, start: int, mesh,
