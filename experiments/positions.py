@@ -41,6 +41,9 @@ def get_study(size: str) -> Study:
                      "decoder_rotary": {**decoder, "model.position": "rotary"}})
     return Study(
         name="positions",
+        amendments=("fa0d73b: 'encoder with ALiBi beats no positions by ≥ 0.2' (6c62dbf) became "
+                    "'encoder with (symmetric) ALiBi is blind to direction: at chance' after the "
+                    "study's first run had put it at chance",),
         claim="Without positional encoding, attention cannot tell 'dog bites man' from "
               "'man bites dog' (in a bidirectional encoder).",
         published=("Haviv et al. 2022: a causal LM without positions is close to one with learned "
