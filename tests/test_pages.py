@@ -150,7 +150,7 @@ def test_a_page_shows_the_recorded_provenance(tmp_path):
     assert "- **Stack:** python 3.11.7, jax 0.4.38, flax not installed" in page
     assert f"commit `{'ab' * 20}` with uncommitted changes" in page
     assert "`--size=default`, seeds [0, 1, 2], 12 runs; the report written by shard 1/2" in page
-    assert "2026-12-02T12:00:00+00:00" in page and "not recorded" not in page
+    assert "2026-12-02T12:00:00+00:00" in page and "Provenance not recorded" not in page
     index = (results / pages.INDEX).read_text()
     assert "| Intel(R) Xeon(R) Platinum 8480+ (224 CPUs) |" in index
 

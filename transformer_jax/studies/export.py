@@ -13,10 +13,11 @@ import re
 import shutil
 from pathlib import Path
 
-from transformer_jax.studies import provenance
+from transformer_jax.studies import preregistration, provenance
 from transformer_jax.train import workdir as workdir_lib
 
-RESULTS = ("verdict.md", "summary.md", "summary.csv", "curves.png", provenance.FILE)
+RESULTS = ("verdict.md", "summary.md", "summary.csv", "curves.png", provenance.FILE,
+           preregistration.FILE)
 RENAMED = ("verdict.md", "summary.md")  # the markdown whose links name the study's files
 _LOCAL_LINK = re.compile(r"\]\(([^)/\s:]+)\)")  # a file beside the page: no directory, no scheme
 
@@ -63,8 +64,9 @@ def rename_links(text: str, names: list[str], study: str) -> str:
 
 
 def export_study(study_dir: Path, results_dir: Path) -> list[Path]:
-    """Copies one study's results into results_dir; returns the copies. A provenance file left
-    there by an earlier export is removed when this run has none (it would describe another)."""
+    """Copies one study's results into results_dir; returns the copies. A provenance or
+    pre-registration file left there by an earlier export is removed when this run has none (it
+    would describe another run)."""
     study_dir, results_dir = Path(study_dir), Path(results_dir)
     study, names = study_name(study_dir), exported_names(study_dir)
     written = []
@@ -75,9 +77,10 @@ def export_study(study_dir: Path, results_dir: Path) -> list[Path]:
         else:
             shutil.copyfile(study_dir / name, target)
         written.append(target)
-    stale = results_dir / f"{study}_{provenance.FILE}"
-    if provenance.FILE not in names and stale.exists():
-        stale.unlink()
+    for record in (provenance.FILE, preregistration.FILE):
+        stale = results_dir / f"{study}_{record}"
+        if record not in names and stale.exists():
+            stale.unlink()
     return written
 
 

@@ -33,6 +33,7 @@ from typing import Any, Optional, Sequence
 
 from transformer_jax.config import ConfigError
 from transformer_jax.studies import catalog, export, loading
+from transformer_jax.studies import preregistration as preregistration_lib
 from transformer_jax.studies import provenance as provenance_lib
 from transformer_jax.studies.study import Study
 
@@ -46,6 +47,8 @@ NO_PROVENANCE = ("Provenance not recorded: these results predate provenance file
 _OVERALL = re.compile(r"^\*\*Verdict: the claim (?P<overall>.+?) on this run\*\* \((?P<held>\d+) "
                       r"hold, (?P<failed>\d+) do not hold, (?P<inconclusive>\d+) inconclusive "
                       r"of (?P<total>\d+) expectations")
+NO_PREREGISTRATION = ("Pre-registration not recorded: these results predate fingerprints (there "
+                      "is no {file} beside them).")
 NOT_RUN = "not run yet"
 _SUMMARY_TITLE = re.compile(r"^# .+?: final metrics \((?P<what>.+)\)$")
 
@@ -84,6 +87,7 @@ class Entry:
     claim: str
     suite: str
     experiment: Optional[Path] = None  # the experiment file, where known
+    amendments: tuple[str, ...] = ()  # where the design changed after a result (with commits)
 
     @property
     def ran(self) -> bool:
@@ -92,7 +96,7 @@ class Entry:
 
     @classmethod
     def of(cls, study: Study, files: StudyFiles, experiment: Optional[Path] = None) -> Entry:
-        return cls(files, study.claim, study.suite, experiment)
+        return cls(files, study.claim, study.suite, experiment, tuple(study.amendments))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,6 +205,30 @@ def produced_by(record: Optional[dict[str, Any]], file_name: str) -> list[str]:
         f"versions.json)."]
 
 
+def preregistered(entry: Entry, record: Optional[dict[str, Any]], file_name: str,
+                  produced: Optional[dict[str, Any]]) -> list[str]:
+    """The '## Pre-registration' section: the fingerprint the verdict was judged with, the
+    commit of its expectations and of the code that ran, and any amendments."""
+    lines = ["## Pre-registration", ""]
+    if record is None:
+        lines.append(NO_PREREGISTRATION.format(file=file_name))
+    else:
+        code = (produced or {}).get("code", {}).get("commit", provenance_lib.UNKNOWN)
+        changed = (" (the file had uncommitted changes then)"
+                   if record["experiment_changed_since"] else "")
+        lines += [
+            f"- **Judged with:** fingerprint `{record['fingerprint']}` of "
+            f"`{record['experiment']}` at `--size={record['size']}` (`Study.fingerprint`: claim, "
+            f"variants, seeds, metrics, expectations and base config); tests/"
+            f"test_preregistration.py fails when the experiment file's fingerprint moves.",
+            f"- **Expectations committed in:** `{record['expectations_commit']}`{changed}; the "
+            f"results from the code at `{code}` (`git log` shows which came first)."]
+    if entry.amendments:
+        lines += ["", "Changed after a result had been seen (kept as they were):", ""]
+        lines += [f"- {line}" for line in entry.amendments]
+    return lines + [""]
+
+
 def machine_cell(record: Optional[dict[str, Any]]) -> str:
     if record is None:
         return "not recorded"
@@ -208,7 +236,8 @@ def machine_cell(record: Optional[dict[str, Any]]) -> str:
 
 
 def render_page(entry: Entry, verdict: WrittenVerdict, summary: tuple[str, tuple[str, ...], str],
-                runs: str, record: Optional[dict[str, Any]]) -> str:
+                runs: str, record: Optional[dict[str, Any]],
+                registered: Optional[dict[str, Any]] = None) -> str:
     """One study's page from its results read back (pure)."""
     files = entry.files
     what, table, intervals = summary
@@ -236,6 +265,7 @@ def render_page(entry: Entry, verdict: WrittenVerdict, summary: tuple[str, tuple
     lines += [*verdict.sections]
     if verdict.sections and verdict.sections[-1]:
         lines.append("")
+    lines += preregistered(entry, registered, files.path(preregistration_lib.FILE).name, record)
     lines += produced_by(record, files.path(provenance_lib.FILE).name)
     return "\n".join(lines) + "\n"
 
@@ -261,7 +291,8 @@ def read_entry(entry: Entry) -> tuple[WrittenVerdict, tuple, str, Optional[dict[
 
 
 def study_page(entry: Entry) -> str:
-    return render_page(entry, *read_entry(entry))
+    registered = preregistration_lib.read(entry.files.path(preregistration_lib.FILE))
+    return render_page(entry, *read_entry(entry), registered)
 
 
 def index_page(root: Path, entries: Sequence[Entry]) -> str:

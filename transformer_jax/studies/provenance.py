@@ -84,23 +84,29 @@ def stack_versions() -> dict[str, Optional[str]]:
     return {**workdir_lib.stack_versions(), "numpy": numpy}
 
 
+def git(directory: Path, *args: str) -> Optional[str]:
+    """`git -C directory args...`'s output, or None when git is missing or fails."""
+    try:
+        done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def is_checkout_top(directory: Path) -> bool:
+    top = git(directory, "rev-parse", "--show-toplevel")
+    return top is not None and Path(top).resolve() == Path(directory).resolve()
+
+
 def git_commit(directory: Path) -> tuple[str, Optional[bool]]:
     """(HEAD's commit, whether tracked files differ from it) when `directory` is the top of a
     git checkout; (UNKNOWN, None) otherwise (an installed package, no git). Untracked files
     (runs/, results) do not count as changes to the code."""
-    def git(*args: str) -> Optional[str]:
-        try:
-            done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True,
-                                  text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    top = git("rev-parse", "--show-toplevel")
-    if top is None or Path(top).resolve() != Path(directory).resolve():
+    if not is_checkout_top(directory):
         return UNKNOWN, None  # not a checkout, or a checkout that only contains this directory
-    commit = git("rev-parse", "HEAD")
-    changes = git("status", "--porcelain", "--untracked-files=no")
+    commit = git(directory, "rev-parse", "HEAD")
+    changes = git(directory, "status", "--porcelain", "--untracked-files=no")
     if commit is None or changes is None:
         return UNKNOWN, None
     return commit, bool(changes)

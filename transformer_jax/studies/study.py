@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
+import json
 import itertools
 import math
 from pathlib import Path
@@ -47,6 +49,7 @@ class Comparison(enum.Enum):
 
 RATES = (Comparison.FAIL_RATE_AT_LEAST, Comparison.FAIL_RATE_AT_MOST)
 PROBES_FILE = "probes.md"  # a study's step-0 probes, as markdown (its plots beside it)
+MACHINE_FIELDS = ("data_dir", "text_path")  # where this machine keeps data: not the design
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,6 +233,9 @@ class Study:
     # Called after every run ended with (root, report.collect(...)'s runs); each returns markdown
     # for verdict.md's '## Analysis' and may write plots into root.
     analyses: tuple[Callable[[Path, dict], str], ...] = ()
+    # One line each, with the commits: where an expectation or the design was changed after a
+    # result had been seen (shown on the study's results page; not part of the fingerprint).
+    amendments: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not self.variants or not self.seeds:
@@ -257,6 +263,24 @@ class Study:
 
     def runs(self) -> list[tuple[str, int]]:
         return [(v, s) for v in self.variants for s in self.seeds]
+
+    def design(self) -> dict[str, Any]:
+        """What the study commits to before it runs, as plain values: the claim, the variants,
+        the seeds, the metrics, every expectation and threshold, and the base config (without
+        the machine's paths: data.data_dir, data.text_path)."""
+        base = self.base.to_dict()
+        base["data"] = {k: v for k, v in base["data"].items() if k not in MACHINE_FIELDS}
+        return {"claim": self.claim, "variants": {v: dict(o) for v, o in self.variants.items()},
+                "seeds": list(self.seeds), "metrics": list(self.metrics),
+                "expectations": [_plain(dataclasses.asdict(e)) for e in self.expectations],
+                "base": base}
+
+    def fingerprint(self) -> str:
+        """sha256 of `design()` (canonical JSON): a results page carries the fingerprint it was
+        judged with, and tests/test_preregistration.py fails when the experiment file's
+        fingerprint has moved since, so a changed expectation forces a new run."""
+        text = json.dumps(self.design(), sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def probe_markdown(self, root: Path) -> str:
         """The step-0 probes' markdown (their plots go into `root`), computed once and kept in
@@ -286,3 +310,12 @@ def _set(config: ml_collections.ConfigDict, dotted: str, value: Any) -> None:
     if leaf not in node:
         raise ConfigError(f"override {dotted!r} names no config field")
     node[leaf] = value
+
+
+def _plain(value: Any) -> Any:
+    """Enums as their values, recursively (an expectation's comparison)."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

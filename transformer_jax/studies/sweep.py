@@ -32,7 +32,7 @@ from absl import flags, logging
 from transformer_jax.train import cli
 from transformer_jax.studies import jobs as jobs_lib
 from transformer_jax.studies import pages
-from transformer_jax.studies import provenance
+from transformer_jax.studies import preregistration, provenance
 from transformer_jax.studies import report
 from transformer_jax.studies import study as study_lib
 from transformer_jax.studies import terminal
@@ -134,6 +134,9 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
         if trains_here[name] or not (root / provenance.FILE).exists():
             # what trained the runs; a rerun that only rewrites the report keeps the record
             provenance.write(root / provenance.FILE, provenance.collect(study, size, shard))
+        # what this verdict was judged with: written with every report
+        preregistration.write(root / preregistration.FILE,
+                              preregistration.record(study, size, experiments[name]))
         pages.write_run_page(study, root, experiments[name])
         reported[name] = True
         progress.study_reported(name)
