@@ -77,6 +77,7 @@ def test_tiny_run_through_main(tiny_run):
     progress = [m.groups() for m in PROGRESS_LINE.finditer(proc.stderr)]
     assert ("20", "20") in progress and ("5", "20") in progress, proc.stderr[-3000:]
     assert re.search(rf"finished {STEPS} steps in \d+s\b", proc.stderr)
+    assert proc.stdout.splitlines()[0].startswith(f"finished at step {STEPS} in "), proc.stdout
     assert checkpoint_steps(workdir) == [10, 20]
     assert json.loads((workdir / "config.json").read_text())["train"]["num_steps"] == STEPS
 
