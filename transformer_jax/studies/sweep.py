@@ -38,7 +38,8 @@ from transformer_jax.studies import study as study_lib
 from transformer_jax.studies import terminal
 from transformer_jax.studies.catalog import check_suite, select_studies
 from transformer_jax.train import workdir as workdir_lib
-from transformer_jax.train.loop import PREEMPTED, check_config, has_ended
+from transformer_jax.train.run import check_config
+from transformer_jax.train.workdir import PREEMPTED, has_ended
 
 _EXPERIMENT = flags.DEFINE_string("experiment", None,
                                   "Experiment file (experiments/scaling.py) or a directory of them.")

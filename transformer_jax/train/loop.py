@@ -35,21 +35,14 @@ from transformer_jax.train.run import (Run, build_run, check_config, check_diffe
                                        describe_model, hparams)
 from transformer_jax.train.summaries import NullWriter, SummaryWriter
 from transformer_jax.train.terminal import Progress, duration
+from transformer_jax.train.workdir import DIVERGED, FINISHED, PREEMPTED, has_ended
 
 __all__ = ["FINISHED", "DIVERGED", "PREEMPTED", "Checkpointer", "Replica", "Run", "Stream",
            "Training", "build_run", "check_config", "has_ended", "init_model", "init_params",
            "init_states", "seed_stream", "seed_streams", "take_replica", "train_and_evaluate",
            "train_replicas"]
 
-FINISHED, DIVERGED, PREEMPTED = "finished", "diverged", "preempted"
 OnStart = Callable[[int, int], None]  # (the step training starts from, train.num_steps)
-
-
-def has_ended(status: Optional[dict], num_steps: Optional[int] = None) -> bool:
-    """A run is over when it finished or diverged (a preempted or running one is not); given
-    `num_steps`, a run finished short of it (then extended: `--extend_to`) is not over."""
-    return bool(status) and (status["state"] == DIVERGED or status["state"] == FINISHED and (
-        num_steps is None or status["step"] >= num_steps))
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,

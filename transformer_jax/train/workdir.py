@@ -189,6 +189,16 @@ def record_versions(path: Path, versions: Mapping[str, Any], *, resumed: bool) -
     write_json_atomic(file, {"stacks": stacks})
 
 
+FINISHED, DIVERGED, PREEMPTED = "finished", "diverged", "preempted"  # status.json's states
+
+
+def has_ended(status: dict[str, Any] | None, num_steps: int | None = None) -> bool:
+    """A run is over when it finished or diverged (a preempted or running one is not); given
+    `num_steps`, a run finished short of it (then extended: `--extend_to`) is not over."""
+    return bool(status) and (status["state"] == DIVERGED or status["state"] == FINISHED and (
+        num_steps is None or status["step"] >= num_steps))
+
+
 def read_status(workdir: str | Path) -> dict[str, Any] | None:
     path = Path(workdir) / STATUS_FILE
     return json.loads(path.read_text()) if path.exists() else None

@@ -13,6 +13,7 @@ import ml_collections
 
 from transformer_jax.train import loop as train
 from transformer_jax.train import steps
+from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.train.checkpointing import Checkpointer
 
 
@@ -20,7 +21,7 @@ def finished_run_dirs(root: Path, runs: Mapping[tuple[str, int], dict]) -> dict[
     """variant -> seed -> run dir, for the runs (`report.collect`'s) that finished."""
     by_variant: dict[str, dict[int, Path]] = {}
     for (variant, seed), run in runs.items():
-        if run["status"].get("state") == train.FINISHED:
+        if run["status"].get("state") == workdir_lib.FINISHED:
             by_variant.setdefault(variant, {})[seed] = Path(root) / variant / f"seed_{seed}"
     return by_variant
 
