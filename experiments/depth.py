@@ -12,7 +12,7 @@ warm-up and without gradient clipping (what Post-LN needs, Xiong et al. 2020):
 The task is `sort` (encoder, lengths 4–16), which 2 layers learn in a few hundred steps, so that
 what changes with depth is whether the stack trains, not whether the task needs depth. Layers
 are scanned (`model.StackedBlocks`), so compile time stays flat in depth. The analysis
-(`depth_eval.accuracy_by_depth`) plots final accuracy against depth, one line per architecture,
+(`transformer_jax.studies.analysis.depth.accuracy_by_depth`) plots final accuracy against depth, one line per architecture,
 with 95 % intervals; the step-0 probe shows the mechanism for the no-residual stack: token
 representations becoming one vector (rank collapse) layer by layer at initialization.
 

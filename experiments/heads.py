@@ -23,7 +23,7 @@ Thresholds, written before the first default-size run and kept (calibration at 1
 ≥ 0.05. Cost: the forward pass's FLOPs (XLA's cost analysis) at h=8 within 10 % of h=1; the
 measured train-step time at h=8 within a factor of 2 of h=1 (the ratio of final
 train/steps_per_sec; judged only if that and the ratio of the runs' wall seconds agree within
-30 %, else reported as unstable). The head-roles analysis (transformer_jax/head_roles.py) checks
+30 %, else reported as unstable). The head-roles analysis (transformer_jax/studies/analysis/head_roles.py) checks
 the mechanism: with h ≥ 4 some head puts ≥ 0.5 of its weight on the previous token, and the
 heads' mean offsets spread more than at initialization.
 By cause (head_importance: each head alone knocked out before W_o, eval accuracy; added after

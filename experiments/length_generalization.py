@@ -5,7 +5,7 @@ Run:  python -m transformer_jax.sweep --experiment=experiments/length_generaliza
           --workdir=runs/length
 Causal decoders (2 layers, 4 heads) learn to sort sets of length ≤ N and are evaluated on
 lengths N+1 … 4N only: `eval/accuracy` (what the expectations compare) pools every unseen
-length; the analysis (`length_eval.accuracy_by_length`) restores each run's final parameters
+length; the analysis (`transformer_jax.studies.analysis.length.accuracy_by_length`) restores each run's final parameters
 and scores them on each length 1 … 4N separately (accuracy_by_length.csv, curves_by_length.png).
 
 Why `sort_distinct` (a set of distinct symbols, sorted) and not copy: the earlier version of

@@ -14,7 +14,7 @@ Thresholds, chosen before the first run: Vaswani et al. measured h=1 0.9 BLEU (3
 h=8 at the same compute. "h=4 beats h=1 by ≥ 0.02 bits/char": about 1 % of a char LM's
 bits/char, the lm suite's smallest effect worth a sentence. "h=8 within 2 % of h=4": more heads
 of smaller d_k neither help nor hurt much (Table 3 (A): 25.8 at h=8, 25.5 at h=16). The
-head-roles analysis (transformer_jax/head_roles.py) reads the trained heads: the 4-head model
+head-roles analysis (transformer_jax/studies/analysis/head_roles.py) reads the trained heads: the 4-head model
 is expected to have a previous-token head (score ≥ 0.5) and its mean offsets to spread more than
 at initialization; prefix-matching (induction) scores are reported, not judged (they appear late
 in training, Olsson et al. 2022).

@@ -9,7 +9,7 @@ Prints: fused attention (cuDNN on NVIDIA GPUs in half precision, else XLA) and e
 attention against float32 explicit attention, forward and gradient; the device's float32 and
 bfloat16 matmul peak; and the train step in {float32, bfloat16} x {explicit, fused}: ms/step,
 model TFLOP/s, MFU against the same dtype's peak. The LAST line is one JSON object.
-(`transformer_jax/benchmark/accelerator.py` says what each number is.)
+(`scripts/bench/accelerator.py` says what each number is.)
 """
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def main(argv=None) -> int:
                              "time goes, kernel by kernel (op_profile)")
     parser.add_argument("--gemm", action="store_true",
                         help="instead: GFLOP/s of the models' matmul shapes in each XLA:CPU dot "
-                             "backend, PyTorch and NumPy (benchmark/gemm.py)")
+                             "backend, PyTorch and NumPy (scripts/bench/gemm.py)")
     parser.add_argument("--gemm_backends", default="xla,eigen,onednn,xnnpack",
                         help="with --gemm: comma-separated XLA backends (xla = the default)")
     parser.add_argument("--trace_dir", default="",

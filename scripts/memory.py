@@ -11,7 +11,7 @@ before did and one thing more, so that the differences between their peaks are w
 costs: the interpreter, the imports main makes (JAX, Flax and optax, Orbax, TFDS and grain,
 TensorBoard), XLA's CPU client, the prepared text, the compiled train step. Then whole runs:
 10 steps (start-up, data, compiling) and 2,000 steps, with and without glibc's huge pages
-(`transformer_jax/hugepages.py`). The last line is one JSON object with every number (MiB).
+(`transformer_jax/train/hugepages.py`). The last line is one JSON object with every number (MiB).
 """
 from __future__ import annotations
 

@@ -171,7 +171,7 @@ def _checkpoint_state(model, optimizer):
 
 
 def test_nnx_model_and_optimizer_state_round_trip(tmp_path):
-    """The recipe documented in transformer_jax/checkpointing.py."""
+    """The recipe documented in transformer_jax/train/checkpointing.py."""
     model = nnx.Linear(3, 4, rngs=nnx.Rngs(0))
     optimizer = nnx.Optimizer(model, optax.adam(0.1), wrt=nnx.Param)
     x = jnp.arange(6.0).reshape(2, 3)

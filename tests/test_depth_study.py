@@ -1,4 +1,4 @@
-"""The depth study (experiments/depth.py) and its analysis (transformer_jax/depth_eval.py):
+"""The depth study (experiments/depth.py) and its analysis (transformer_jax/studies/analysis/depth.py):
 variants named by architecture and depth, expectations that compare one architecture at two
 depths, and accuracy-by-depth points, intervals, csv and plot from made-up runs."""
 from __future__ import annotations

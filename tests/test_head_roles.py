@@ -1,4 +1,4 @@
-"""Head roles (transformer_jax/head_roles.py): the scores on hand-built attention patterns, the
+"""Head roles (transformer_jax/studies/analysis/head_roles.py): the scores on hand-built attention patterns, the
 same numbers from plain loops on random weights, and the roles they name."""
 from __future__ import annotations
 

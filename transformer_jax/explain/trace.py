@@ -8,7 +8,7 @@ the shapes of multi-head attention at d_model 512; what positions change; the ca
 one block. Flags: --d_model, --heads, --seed, --token (the flow view's word or position),
 --position (of the input vectors), --norm (placement in the block), --plot FILE (a PNG; its
 directories are made, and runs/ is where git ignores it).
-The numbers come from `trace_steps`; this file only prints and draws them.
+The numbers come from `transformer_jax.explain.steps`; this file only prints and draws them.
 """
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ STAGE_LABELS = {"norm_before_attention": "LayerNorm before attention (pre)",
 
 
 def format_trace(trace, n, shapes) -> str:
-    """The whole trace as text: `n` from trace_steps.trace_numbers, `shapes` from head_shapes."""
+    """The whole trace as text: `n` from steps.trace_numbers, `shapes` from steps.head_shapes."""
     stages = [(s, STAGE_LABELS[s]) for s in STAGE_LABELS if f"{s}/in" in n["causal"]]
     parts = [part_steps(trace, n), part_scale(n), part_shapes(shapes), part_positions(trace, n),
              part_block(trace, n, stages)]
