@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from transformer_jax.studies import pages
-from transformer_jax.studies import provenance
+from transformer_jax.studies import preregistration, provenance
 from transformer_jax.studies import sweep
 from transformer_jax.train import workdir as workdir_lib
 
@@ -28,7 +28,8 @@ from tiny_study import tiny_study
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "experiments" / "results"
 README = REPO / "README.md"
-INPUTS = ("_verdict.md", "_summary.md", "_summary.csv", "_" + provenance.FILE)
+INPUTS = ("_verdict.md", "_summary.md", "_summary.csv", "_" + provenance.FILE,
+          "_" + preregistration.FILE)
 STUDIES = sorted(p.name[:-len("_verdict.md")] for p in RESULTS.glob("*_verdict.md"))
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 INTEL = """processor\t: 0
@@ -94,7 +95,8 @@ def test_a_planted_change_to_a_committed_result_changes_the_pages(tmp_path):
     results = _copy_results(tmp_path, ["scaling", "residuals"])
     summary = results / "scaling_summary.md"
     assert "| scaled | model.attn_scale=True" in summary.read_text()
-    summary.write_text(summary.read_text().replace("0.745 ± 0.015", "0.746 ± 0.015", 1))
+    cell = re.search(r"\d+\.\d+ ± \d+\.\d+", summary.read_text())[0]  # the first mean ± std
+    summary.write_text(summary.read_text().replace(cell, "9.876 ± 0.054", 1))
     csv = results / "residuals_summary.csv"
     csv.write_text(csv.read_text().replace(",finished,", ",diverged,", 1))
     verdict = results / "residuals_verdict.md"
@@ -104,12 +106,14 @@ def test_a_planted_change_to_a_committed_result_changes_the_pages(tmp_path):
     pages.write_results(results)
     scaling = (results / "scaling.md").read_text()
     residuals = (results / "residuals.md").read_text()
-    assert scaling != (RESULTS / "scaling.md").read_text() and "0.746 ± 0.015" in scaling
+    assert scaling != (RESULTS / "scaling.md").read_text() and "9.876 ± 0.054" in scaling
     assert residuals != (RESULTS / "residuals.md").read_text()
     assert "8 finished, 1 diverged." in residuals
     index = (results / pages.INDEX).read_text()
-    assert "| partly holds: 1 of 2 hold, 1 does not | not recorded |" in index
-    assert "| holds: 2 of 2 hold | not recorded |" in index  # scaling's, unchanged
+    machine = {name: pages.machine_cell(provenance.read(results / f"{name}_{provenance.FILE}"))
+               for name in ("scaling", "residuals")}
+    assert f"| partly holds: 1 of 2 hold, 1 does not | {machine['residuals']} |" in index
+    assert f"| holds: 2 of 2 hold | {machine['scaling']} |" in index  # scaling's, unchanged
     assert "| [positions](../positions.py) | main |" in index  # no results here: not run yet
     assert not (results / "positions.md").exists()
 
@@ -307,10 +311,9 @@ def _sweep_output_of_scaling(root: Path) -> Path:
     (study / "scaled" / "seed_0" / "status.json").write_text("{}")
     (study / "config.json").write_text(json.dumps({"study": "scaling", "runs": []}))
     for name in ("summary.md", "summary.csv", "curves.png", "probe_softmax_saturation.png"):
-        shutil.copy(RESULTS / (name if name.startswith("probe_") else f"scaling_{name}"),
-                    study / name)
+        shutil.copy(RESULTS / f"scaling_{name}", study / name)
     verdict = (RESULTS / "scaling_verdict.md").read_text()
-    (study / "verdict.md").write_text(verdict.replace("](scaling_curves.png)", "](curves.png)"))
+    (study / "verdict.md").write_text(verdict.replace("](scaling_", "]("))  # the run's own names
     (study / pages.INDEX).write_text("the run's own page: not a result")
     provenance.write(study / provenance.FILE, provenance.describe(
         study="scaling", suite="main", size="default", seeds=(0, 1, 2), runs=12, shard=(0, 1),
