@@ -11,6 +11,8 @@ holds results too, or does not come before the code that produced them.
 from __future__ import annotations
 
 import json
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -20,20 +22,25 @@ FILE = "preregistration.json"
 SCHEMA = 1
 
 
-def experiment_commit(experiment: Path) -> tuple[str, Optional[bool]]:
-    """(the last commit that changed `experiment`, whether the file differs from it now), or
-    (UNKNOWN, None) outside a git checkout or for a file git does not track."""
+def experiment_commit(experiment: Path, at: str = "HEAD") -> tuple[str, Optional[bool]]:
+    """(the last commit up to `at` that changed `experiment`, whether the file differs from HEAD
+    now), or (UNKNOWN, None) outside a git checkout or for a file git does not track."""
     directory = Path(experiment).resolve().parent
-    commit = provenance.git(directory, "log", "-1", "--format=%H", "--", Path(experiment).name)
+    at = "HEAD" if at == provenance.UNKNOWN else at
+    commit = provenance.git(directory, "log", "-1", "--format=%H", at, "--",
+                            Path(experiment).name)
     if not commit:
         return provenance.UNKNOWN, None
     changed = provenance.git(directory, "status", "--porcelain", "--", Path(experiment).name)
     return commit, None if changed is None else bool(changed)
 
 
-def record(study, size: str, experiment: Optional[str | Path]) -> dict[str, Any]:
-    """The pre-registration record of a verdict judged with `study` (loaded at `size`)."""
-    commit, changed = (experiment_commit(Path(experiment)) if experiment
+def record(study, size: str, experiment: Optional[str | Path],
+           code: str = "HEAD") -> dict[str, Any]:
+    """The pre-registration record of a verdict judged with `study` (loaded at `size`), whose
+    runs were trained by the code at commit `code` (the provenance's): the expectations commit
+    is the last change to the experiment file up to that code."""
+    commit, changed = (experiment_commit(Path(experiment), code) if experiment
                        else (provenance.UNKNOWN, None))
     return {"schema": SCHEMA, "study": study.name, "size": size,
             "fingerprint": study.fingerprint(),
@@ -84,8 +91,25 @@ def _commit_order(name: str, entry: Mapping[str, Any], results_dir: Path, repo: 
     produced = provenance.read(results_dir / f"{name}_{provenance.FILE}")
     code = (produced or {}).get("code", {}).get("commit", provenance.UNKNOWN)
     if code == provenance.UNKNOWN:
-        problems.append(f"{name}: the commit that produced its results is not recorded")
-    elif provenance.git(repo, "merge-base", "--is-ancestor", expectations, code) is None:
+        return problems + [f"{name}: the commit that produced its results is not recorded"]
+    if provenance.git(repo, "merge-base", "--is-ancestor", expectations, code) is None:
         problems.append(f"{name}: its expectations' commit {expectations[:12]} does not come "
                         f"before the code its results came from ({code[:12]})")
+    elif design_at(repo, code, name, entry["size"]) != entry["fingerprint"]:
+        problems.append(f"{name}: the design it was judged with (fingerprint "
+                        f"{entry['fingerprint']}) is not experiments/{name}.py's at the code "
+                        f"its results came from ({code[:12]}): it changed after the run")
     return problems
+
+
+def design_at(repo: Path, commit: str, name: str, size: str) -> Optional[str]:
+    """The fingerprint of experiments/<name>.py as committed at `commit` (experiments/ and
+    configs/ of that commit, loaded by today's package), or None if it cannot be read."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(repo), "archive", commit, "experiments",
+                                  "configs"], capture_output=True, timeout=60)
+        if archive.returncode:
+            return None
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True, timeout=60)
+        experiment = Path(tmp) / "experiments" / f"{name}.py"
+        return loading.load_study(experiment, size).fingerprint() if experiment.is_file() else None

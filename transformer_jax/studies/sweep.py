@@ -136,8 +136,9 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
             # what trained the runs; a rerun that only rewrites the report keeps the record
             provenance.write(root / provenance.FILE, provenance.collect(study, size, shard))
         # what this verdict was judged with: written with every report
-        preregistration.write(root / preregistration.FILE,
-                              preregistration.record(study, size, experiments[name]))
+        trained_by = provenance.read(root / provenance.FILE)["code"]["commit"]
+        preregistration.write(root / preregistration.FILE, preregistration.record(
+            study, size, experiments[name], trained_by))
         pages.write_run_page(study, root, experiments[name])
         reported[name] = True
         progress.study_reported(name)
