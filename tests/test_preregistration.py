@@ -1,0 +1,121 @@
+"""Pre-registration the tool enforces: every committed verdict carries the fingerprint of the
+design it was judged with, which must still be its experiment file's; its expectations were
+committed alone, before the code that produced the results."""
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from transformer_jax.studies import preregistration
+from transformer_jax.studies.study import load_study
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS, EXPERIMENTS = REPO / "experiments" / "results", REPO / "experiments"
+
+
+def test_every_committed_verdict_was_judged_with_todays_design():
+    assert preregistration.check_results(RESULTS, EXPERIMENTS, REPO) == []
+
+
+def _changed(study, **what):
+    return dataclasses.replace(study, **what).fingerprint()
+
+
+def test_the_fingerprint_moves_with_every_part_of_the_design():
+    study = load_study(EXPERIMENTS / "scaling.py", "tiny")
+    first = study.expectations[0]
+    base = study.base.copy_and_resolve_references()
+    base.train.num_steps += 1
+    moved = [
+        _changed(study, expectations=(dataclasses.replace(first, margin=first.margin + 0.01),
+                                      *study.expectations[1:])),
+        _changed(study, expectations=(dataclasses.replace(first, metric="eval/loss"),
+                                      *study.expectations[1:])),
+        _changed(study, claim=study.claim + "."),
+        _changed(study, seeds=study.seeds[:-1]),
+        _changed(study, metrics=study.metrics[:-1]),
+        _changed(study, variants={**study.variants, "extra": {"model.num_layers": 1}}),
+        _changed(study, base=base),
+    ]
+    assert study.fingerprint() not in moved and len(set(moved)) == len(moved)
+
+
+def test_the_fingerprint_ignores_the_machines_paths_and_the_amendments():
+    study = load_study(EXPERIMENTS / "lm_positions.py", "tiny")
+    base = study.base.copy_and_resolve_references()
+    base.data.data_dir, base.data.text_path = "/elsewhere/data", "/elsewhere/text.txt"
+    assert _changed(study, base=base) == study.fingerprint()
+    assert _changed(study, amendments=("a note",)) == study.fingerprint()
+
+
+@pytest.fixture
+def results_copy(tmp_path):
+    """experiments/ and its results copied, to plant errors in."""
+    return _copy_experiments(tmp_path)
+
+
+def _copy_experiments(tmp_path: Path) -> Path:
+    for folder in ("experiments", "configs"):  # experiment files load configs/ beside them
+        shutil.copytree(REPO / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "experiments"
+
+
+def test_a_threshold_moved_after_the_run_is_found(results_copy):
+    experiment = results_copy / "positions.py"
+    text = experiment.read_text()
+    planted = '"encoder_none", Comparison.AT_MOST, 0.6)'
+    assert text.count(planted) == 1
+    experiment.write_text(text.replace(planted, planted.replace("0.6", "0.65")))
+    problems = preregistration.check_results(results_copy / "results", results_copy, REPO)
+    assert [p for p in problems if p.startswith("positions: judged with fingerprint")]
+
+
+def test_a_verdict_without_its_record_and_a_mixed_commit_are_found(results_copy):
+    results = results_copy / "results"
+    (results / f"scaling_{preregistration.FILE}").unlink()
+    record = json.loads((results / f"residuals_{preregistration.FILE}").read_text())
+    # a commit that holds results as well as an experiment file
+    record["expectations_commit"] = preregistration.provenance.git(
+        REPO, "log", "-1", "--format=%H", "--", "experiments/results/scaling_verdict.md")
+    (results / f"residuals_{preregistration.FILE}").write_text(json.dumps(record))
+    problems = preregistration.check_results(results, results_copy, REPO)
+    assert any(p.startswith("scaling: no scaling_preregistration.json") for p in problems)
+    assert any(p.startswith("residuals: its expectations' commit") and "also holds results" in p
+               for p in problems)
+
+
+def test_the_page_shows_the_fingerprint_and_both_commits(tmp_path):
+    from transformer_jax.studies import pages, provenance
+
+    results = _copy_experiments(tmp_path) / "results"
+    study = load_study(EXPERIMENTS / "positions.py", "default")
+    record = dict(preregistration.record(study, "default", None), experiment="positions.py",
+                  expectations_commit="c" * 40, experiment_changed_since=False)
+    preregistration.write(results / f"positions_{preregistration.FILE}", record)
+    produced = provenance.describe(
+        study="positions", suite="main", size="default", seeds=(0, 1, 2), runs=6, shard=(0, 1),
+        cpuinfo="", cpus=2, system="Linux", stack={}, commit="d" * 40, dirty=False, date="now")
+    provenance.write(results / f"positions_{provenance.FILE}", produced)
+    pages.write_results(results)
+    page = (results / "positions.md").read_text()
+    assert f"fingerprint `{study.fingerprint()}` of `positions.py` at `--size=default`" in page
+    assert f"committed in:** `{'c' * 40}`; the results from the code at `{'d' * 40}`" in page
+    assert "- fa0d73b: 'encoder with ALiBi beats no positions" in page  # the amendment
+
+
+def test_a_design_changed_after_the_run_and_rejudged_is_found(results_copy):
+    """Moving a threshold, then re-writing the report (which records today's fingerprint), still
+    fails: the committed design at the code that produced the results was another."""
+    experiment = results_copy / "positions.py"
+    planted = '"encoder_none", Comparison.AT_MOST, 0.6)'
+    experiment.write_text(experiment.read_text().replace(planted, planted.replace("0.6", "0.65")))
+    record_path = results_copy / "results" / f"positions_{preregistration.FILE}"
+    record = json.loads(record_path.read_text())
+    record["fingerprint"] = load_study(experiment, record["size"]).fingerprint()
+    record_path.write_text(json.dumps(record))
+    problems = preregistration.check_results(results_copy / "results", results_copy, REPO)
+    assert [p for p in problems if p.startswith("positions: the design it was judged with")]
+    assert not [p for p in problems if p.startswith("positions: judged with fingerprint")]
