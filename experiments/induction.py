@@ -93,7 +93,7 @@ def get_study(size: str) -> Study:
                    "Elhage et al. 2021: the circuit is a previous-token head composed with a "
                    "prefix-matching head."),
         base=base, variants={"L1": {"model.num_layers": 1}, "L2": {"model.num_layers": 2}},
-        seeds=SEEDS[:2] if size == "tiny" else SEEDS, metrics=(ACC, "eval/loss"),
+        seeds=SEEDS[:3] if size == "tiny" else SEEDS, metrics=(ACC, "eval/loss"),
         expectations=(
             Expectation(f"2 layers beat 1 layer on the repeat by ≥ {TWO_BEAT_ONE_BY} accuracy",
                         ACC, "L2", Comparison.BETTER, TWO_BEAT_ONE_BY, b="L1"),
