@@ -10,13 +10,13 @@ holds results too, or does not come before the code that produced them.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from transformer_jax.studies import loading, provenance
+from transformer_jax.studies.provenance import read, write  # noqa: F401 (one JSON record format)
 
 FILE = "preregistration.json"
 SCHEMA = 1
@@ -46,15 +46,6 @@ def record(study, size: str, experiment: Optional[str | Path],
             "fingerprint": study.fingerprint(),
             "experiment": None if experiment is None else Path(experiment).name,
             "expectations_commit": commit, "experiment_changed_since": changed}
-
-
-def write(path: Path, entry: Mapping[str, Any]) -> Path:
-    path.write_text(json.dumps(entry, indent=2) + "\n")
-    return path
-
-
-def read(path: Path) -> Optional[dict[str, Any]]:
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def check_results(results_dir: Path, experiments_dir: Path, repo: Path) -> list[str]:
