@@ -10,7 +10,10 @@
 
 Prints a table per configuration; the LAST line is one JSON object (charlm_wall_ratio_vs_torch,
 charlm_wall_ratio_worst_chunk, charlm_val_loss, midsize_mfu, midsize_mfu_vs_xla_dot,
-compile_ratio_24_vs_2, ...). Timings on a shared machine are noisy: compare the ratios, which
+compile_ratio_24_vs_2, ...) with the `machine` it ran on (CPU model, cores, AVX-512/AMX flags,
+versions, date; bench/machine.py) and the `mode` it ran in; `--out FILE` writes it there too
+(scripts/bench/results/, from which `python scripts/bench/page.py` writes docs/performance.md's
+tables). Timings on a shared machine are noisy: compare the ratios, which
 are measured in alternating chunks within one run.
 """
 from __future__ import annotations
@@ -27,7 +30,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 
-def _gemm(backend_list: str, smoke: bool) -> int:
+def _emit(result: dict, mode: str, out: str) -> None:
+    """Prints the run's JSON line, with the machine it ran on, and writes it to `out` if set."""
+    from bench import machine
+    line = json.dumps({**result, "mode": mode, "machine": machine.record()})
+    print(line)
+    if out:
+        with open(out, "w") as f:
+            f.write(line + "\n")
+
+
+def _gemm(backend_list: str, smoke: bool, out: str) -> int:
     from bench import gemm
     backends = [b for b in backend_list.split(",") if b]
     unknown = sorted(set(backends) - set(gemm.BACKENDS))
@@ -38,7 +51,7 @@ def _gemm(backend_list: str, smoke: bool) -> int:
     result = gemm.run(backends, smoke=smoke, rounds=1 if smoke else 3, log=_log)
     print(f"\n== matmul GFLOP/s on the models' shapes (load {os.getloadavg()[0]:.1f}) ==")
     print(gemm.format_table(result))
-    print(json.dumps({"gemm": result}))
+    _emit({"gemm": result}, "gemm_smoke" if smoke else "gemm", out)
     return 0
 
 
@@ -58,6 +71,9 @@ def main(argv=None) -> int:
                              "backend, PyTorch and NumPy (scripts/bench/gemm.py)")
     parser.add_argument("--gemm_backends", default="xla,eigen,onednn,xnnpack",
                         help="with --gemm: comma-separated XLA backends (xla = the default)")
+    parser.add_argument("--out", default="",
+                        help="also write the JSON line to this file (e.g. scripts/bench/results/"
+                             "benchmark-DATE-CPU.json, which the performance page is written from)")
     parser.add_argument("--trace_dir", default="",
                         help="with --ops: keep the trace there (ui.perfetto.dev, TensorBoard)")
     parser.add_argument("--profile_variants", default="",
@@ -84,7 +100,7 @@ def main(argv=None) -> int:
 
 
     if args.gemm:
-        return _gemm(args.gemm_backends, smoke=args.smoke)
+        return _gemm(args.gemm_backends, smoke=args.smoke, out=args.out)
     if args.profile:
         from bench import profiling
         names = [n for n in args.profile_variants.split(",") if n] or list(profiling.VARIANTS)
@@ -97,7 +113,7 @@ def main(argv=None) -> int:
                                    rounds=args.profile_rounds, chunk=args.profile_chunk, log=_log)
         print(f"\n== where the charlm step's time goes (load {os.getloadavg()[0]:.1f}) ==")
         print(profiling.format_table(result))
-        print(json.dumps({"profile": result}))
+        _emit({"profile": result}, "profile", args.out)
         return 0
 
     import jax
@@ -119,7 +135,7 @@ def main(argv=None) -> int:
         args.seeds, args.steps_per_call, args.torch_1_thread = min(args.seeds, 2), 1, 0
     if args.ops:
         return _ops(args.ops, run, mid, args.text_path, args.data_dir,
-                    steps=2 if args.smoke else 5, trace_dir=args.trace_dir)
+                    steps=2 if args.smoke else 5, trace_dir=args.trace_dir, out=args.out)
     k = max(1, args.steps_per_call)
     if (run.num_steps - k) % k:
         k = 1
@@ -241,11 +257,12 @@ def main(argv=None) -> int:
         })
     results = {k_: (round(v, 5) if isinstance(v, float) and math.isfinite(v) else v)
                for k_, v in results.items()}
-    print(json.dumps(results))
+    _emit(results, "smoke" if args.smoke else "quick" if args.quick else "full", args.out)
     return 0
 
 
-def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int, trace_dir: str) -> int:
+def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int, trace_dir: str,
+         out: str) -> int:
     """Traces one step of `name` (one step per call) and prints its kernel table + a JSON line."""
     import jax
 
@@ -271,8 +288,8 @@ def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int, trace_d
     print(op_profile.format_table(result))
     if trace_dir:
         print(f"trace kept in {trace_dir} (ui.perfetto.dev, or tensorboard --logdir {trace_dir})")
-    print(json.dumps({"ops": name, **{k: v for k, v in result.items() if k != "rows"},
-                      "top": result["rows"][:10]}))
+    _emit({"ops": name, **{k: v for k, v in result.items() if k != "rows"},
+           "top": result["rows"][:10]}, "ops", out)
     return 0
 
 

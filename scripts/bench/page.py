@@ -1,0 +1,148 @@
+"""docs/performance.md's results tables, written by code from the results files, so that no
+number is retyped:
+
+    python scripts/bench/page.py [--results scripts/bench/results] [--page docs/performance.md]
+        [--check]
+
+Each results file is one JSON line a benchmark wrote with `--out` (scripts/benchmark.py's full
+run; scripts/vs_nanogpt.sh at nanoGPT's 2,000 iterations), with the machine it ran on. Each
+table keeps one row per CPU measured (model name and logical CPUs), the latest run's, dated.
+The tables go between `<!-- results:start -->` and `<!-- results:end -->`; `--check` writes
+nothing and fails when the page is not what the results files give.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "scripts" / "bench" / "results"
+PAGE = REPO / "docs" / "performance.md"
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+NANOGPT_ITERS = 2000  # the README's run; shorter ones are smoke runs, not the comparison
+MACHINE_HEADER = ("CPU", "logical CPUs", "vector flags", "date")
+
+
+def load(directory: Path) -> list[dict]:
+    """Every results file's record (sorted by name), each with the `machine` it ran on."""
+    records = []
+    for path in sorted(directory.glob("*.json")):
+        record = json.loads(path.read_text())
+        if "machine" not in record:
+            raise ValueError(f"{path}: no `machine` record (written by an older benchmark?)")
+        records.append(record)
+    return records
+
+
+def latest_per_cpu(records: Iterable[dict]) -> list[dict]:
+    """The latest record of each CPU (model and logical CPUs), ordered by CPU."""
+    kept: dict[tuple, dict] = {}
+    for record in records:
+        m = record["machine"]
+        key = (m["cpu"], m["cpus"])
+        if key not in kept or m["date"] > kept[key]["machine"]["date"]:
+            kept[key] = record
+    return [kept[key] for key in sorted(kept, key=lambda k: (k[0], k[1] or 0))]
+
+
+def _machine_cells(m: dict) -> tuple[str, ...]:
+    return (m["cpu"], str(m["cpus"]), ", ".join(m["cpu_flags"]) or "none", m["date"][:10])
+
+
+def _table(header: tuple[str, ...], records: list[dict],
+           cells: Callable[[dict], tuple[str, ...]], missing: str) -> str:
+    if not records:
+        return missing
+    lines = ["| " + " | ".join(MACHINE_HEADER + header) + " |",
+             "|" + "---|" * (len(MACHINE_HEADER) + len(header))]
+    for record in records:
+        lines.append("| " + " | ".join(_machine_cells(record["machine"]) + cells(record)) + " |")
+    return "\n".join(lines)
+
+
+def _benchmark_cells(r: dict) -> tuple[str, ...]:
+    return (f"{r['charlm_wall_ratio_vs_torch']:.3f}", f"{r['charlm_wall_ratio_worst_chunk']:.3f}",
+            f"{r['midsize_mfu_vs_xla_dot']:.3f}", f"{r['matmul_jax_gflops']:.0f}",
+            f"{r['matmul_torch_gflops']:.0f}", f"{r['compile_ratio_24_vs_2']:.2f}",
+            r["machine"].get("jax") or "?")
+
+
+def _nanogpt_cells(r: dict) -> tuple[str, ...]:
+    s = r["vs_nanogpt"]["summary"]
+    ours, theirs = s["ours"], s["nanogpt"]
+    return (str(r["vs_nanogpt"]["pairs"]), f"{ours['wall_s']:.1f} / {theirs['wall_s']:.1f}",
+            f"{s['wall_ratio']:.2f}", f"{ours['peak_mib']:.0f} / {theirs['peak_mib']:.0f}",
+            f"{s['peak_ratio']:.2f}", f"{_loss(ours['val_loss'])} / {_loss(theirs['val_loss'])}",
+            _stack(r["machine"]))
+
+
+def _stack(m: dict) -> str:
+    return f"jax {m.get('jax') or '?'}, torch {m.get('torch') or '?'}"
+
+
+def _loss(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def render(records: list[dict]) -> str:
+    """The block between the markers: the benchmark's table, then the side-by-side run's."""
+    bench = latest_per_cpu(r for r in records if r.get("mode") == "full")
+    nanogpt = latest_per_cpu(r for r in records if "vs_nanogpt" in r
+                             and r["vs_nanogpt"]["max_iters"] == NANOGPT_ITERS)
+    return "\n".join([
+        START,
+        "**`scripts/benchmark.py`, the full run** (ratios of wall time: ours over PyTorch's, "
+        "in alternating chunks; the mid-size model's FLOP/s over XLA's 2048³ dot):",
+        "",
+        _table(("charlm ours / torch", "worst chunk", "midsize / XLA dot", "XLA dot GFLOP/s",
+                "torch mm GFLOP/s", "compile 24 / 2 layers", "jax"), bench, _benchmark_cells,
+               "No full run recorded yet."),
+        "",
+        f"**`scripts/vs_nanogpt.sh`, {NANOGPT_ITERS:,} iterations** (medians over the pairs; "
+        "ours / nanoGPT):",
+        "",
+        _table(("pairs", "wall s", "wall ratio", "peak MiB", "peak ratio", "val loss", "stack"),
+               nanogpt,
+               _nanogpt_cells, "No side-by-side run recorded yet."),
+        "",
+        f"Written by `python scripts/bench/page.py` from `{RESULTS.relative_to(REPO)}/`; "
+        "regenerate it rather than edit it.",
+        END,
+    ])
+
+
+def update(page: str, block: str) -> str:
+    """`page` with the text from START to END replaced by `block`."""
+    if page.count(START) != 1 or page.count(END) != 1 or page.index(START) > page.index(END):
+        raise ValueError(f"the page needs one {START} before one {END}")
+    return page[:page.index(START)] + block + page[page.index(END) + len(END):]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--page", type=Path, default=PAGE)
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 when the page is out of date")
+    args = parser.parse_args(argv)
+    try:
+        old = args.page.read_text()
+        new = update(old, render(load(args.results)))
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.check:
+        if new != old:
+            print(f"error: {args.page} is out of date: run python scripts/bench/page.py",
+                  file=sys.stderr)
+            return 1
+        return 0
+    args.page.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

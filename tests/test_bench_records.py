@@ -1,0 +1,139 @@
+"""The benchmarks' records: the machine beside every figure (scripts/bench/machine.py), the
+side-by-side run's parsing and ratios (scripts/bench/vs_nanogpt.py), and docs/performance.md's
+tables written from the results files (scripts/bench/page.py)."""
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from bench import machine, page, vs_nanogpt  # noqa: E402
+
+INTEL = ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\n"
+         "flags\t\t: fpu sse2 avx avx2 avx512f avx512bw avx512_bf16 avx512_fp16 amx_tile "
+         "amx_bf16 fma\nprocessor\t: 1\nflags\t\t: avx2\n")
+AMD = "model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 fma\n"
+ARM = "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd\n"
+
+
+def test_vector_flags_lists_every_avx512_subset_and_amx_of_the_first_cpu():
+    assert machine.vector_flags(INTEL) == ["amx_bf16", "amx_tile", "avx2", "avx512_bf16",
+                                           "avx512_fp16", "avx512bw", "avx512f"]
+    assert machine.vector_flags(AMD) == ["avx2"]
+    assert machine.vector_flags(ARM) == []
+
+
+def test_describe_names_the_cpu_cores_versions_and_date():
+    record = machine.describe(AMD, 2, {"jax": "0.10.2"}, "2026-12-03T10:00:00+00:00")
+    assert record["cpu"] == "AMD EPYC" and record["cpus"] == 2
+    assert record["cpu_flags"] == ["avx2"] and record["jax"] == "0.10.2"
+    assert record["date"] == "2026-12-03T10:00:00+00:00"
+    assert json.loads(json.dumps(machine.record()))["cpus"] >= 1
+
+
+TIME_V = """\tCommand being timed: "python train.py"
+\tUser time (seconds): 200.50
+\tSystem time (seconds): 5.24
+\tElapsed (wall clock) time (h:mm:ss or m:ss): {wall}
+\tMaximum resident set size (kbytes): 380388
+\tExit status: 0
+"""
+
+
+@pytest.mark.parametrize("wall, seconds", [("1:47.01", 107.01), ("1:02:03", 3723.0)])
+def test_parse_time_v_reads_wall_cpu_and_peak(wall, seconds):
+    figures = vs_nanogpt.parse_time_v(TIME_V.format(wall=wall))
+    assert figures["wall_s"] == pytest.approx(seconds)
+    assert figures["cpu_s"] == pytest.approx(205.74)
+    assert figures["peak_mib"] == pytest.approx(380388 / 1024)
+    with pytest.raises(ValueError, match="max_rss_kb"):
+        vs_nanogpt.parse_time_v(TIME_V.format(wall="0:01").replace("Maximum resident", "x"))
+
+
+def test_nanogpt_val_loss_is_the_last_eval_line():
+    out = ("step 0: train loss 4.2000, val loss 4.1900\niter 1: loss 4.1\n"
+           "step 2000: train loss 1.7600, val loss 1.8857\n")
+    assert vs_nanogpt.nanogpt_val_loss(out) == 1.8857
+    assert vs_nanogpt.nanogpt_val_loss("iter 1: loss 4.1\n") is None
+
+
+def test_summarize_takes_medians_and_ours_over_theirs():
+    rows = [{"side": side, "wall_s": w, "cpu_s": c, "peak_mib": m, "val_loss": v}
+            for side, w, c, m, v in [("nanogpt", 100, 200, 400, 1.9), ("ours", 80, 150, 600, 1.8),
+                                     ("nanogpt", 110, 210, 420, 1.9), ("ours", 90, 170, 500, None)]]
+    s = vs_nanogpt.summarize(rows)
+    assert s["ours"]["wall_s"] == 85 and s["nanogpt"]["wall_s"] == 105
+    assert s["wall_ratio"] == pytest.approx(85 / 105)
+    assert s["peak_ratio"] == pytest.approx(550 / 410)
+    assert s["ours"]["peak_mib_range"] == [500, 600] and s["ours"]["val_loss"] == 1.8
+
+
+def test_prepare_nanogpt_data_writes_its_prepare_py_format(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("abcabcabca")
+    data = vs_nanogpt.prepare_nanogpt_data(text, tmp_path)
+    assert data == {"vocab_size": 3, "train_tokens": 9, "val_tokens": 1}
+    out = tmp_path / "data" / "shakespeare_char"
+    assert np.fromfile(out / "train.bin", np.uint16).tolist() == [0, 1, 2] * 3
+    assert np.fromfile(out / "val.bin", np.uint16).tolist() == [0]
+    with open(out / "meta.pkl", "rb") as f:
+        assert pickle.load(f)["stoi"] == {"a": 0, "b": 1, "c": 2}
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
+    assert vs_nanogpt.main([str(tmp_path)]) == 2
+    assert "is not a nanoGPT checkout" in capsys.readouterr().err
+    (tmp_path / "config").mkdir()
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "config" / "train_shakespeare_char.py").write_text("")
+    assert vs_nanogpt.main([str(tmp_path), "--text", str(tmp_path / "no.txt")]) == 2
+    assert "no.txt" in capsys.readouterr().err
+    (tmp_path / "t.txt").write_text("ab")
+    assert vs_nanogpt.main([str(tmp_path), "--text", str(tmp_path / "t.txt"), "--pairs", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--pairs 0" in err and len(err.strip().splitlines()) == 1
+
+
+def _record(cpu, date, wall_ratio):
+    summary = {"ours": {"wall_s": 80.0 * wall_ratio, "peak_mib": 600.0, "val_loss": 1.85},
+               "nanogpt": {"wall_s": 80.0, "peak_mib": 400.0, "val_loss": 1.88},
+               "wall_ratio": wall_ratio, "peak_ratio": 1.5}
+    return {"vs_nanogpt": {"max_iters": page.NANOGPT_ITERS, "pairs": 2, "summary": summary},
+            "machine": {"cpu": cpu, "cpus": 2, "cpu_flags": ["avx2"], "date": date}}
+
+
+def test_latest_per_cpu_keeps_one_row_per_cpu_the_latest():
+    old, new = _record("AMD EPYC", "2026-12-01", 1.2), _record("AMD EPYC", "2026-12-02", 0.9)
+    xeon = _record("Intel Xeon", "2026-11-01", 1.1)
+    assert page.latest_per_cpu([new, xeon, old]) == [new, xeon]
+
+
+def test_render_writes_the_rows_between_the_markers():
+    block = page.render([_record("AMD EPYC", "2026-12-02", 0.9)])
+    assert block.startswith(page.START) and block.endswith(page.END)
+    assert "| AMD EPYC | 2 | avx2 | 2026-12-02 | 2 | 72.0 / 80.0 | 0.90 |" in block
+    assert "No full run recorded yet." in block
+    text = f"head\n{page.START}\nold\n{page.END}\ntail\n"
+    assert page.update(text, block) == f"head\n{block}\ntail\n"
+    with pytest.raises(ValueError, match="needs one"):
+        page.update("no markers", block)
+
+
+def test_committed_page_is_what_the_results_files_give(tmp_path):
+    check = [sys.executable, str(REPO / "scripts" / "bench" / "page.py"), "--check"]
+    done = subprocess.run(check, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    stale = tmp_path / "performance.md"
+    text = (REPO / "docs" / "performance.md").read_text()
+    number = text[text.index(page.START):].split("|")[10]  # a cell of the first data row
+    stale.write_text(text.replace(number, " 9.99 ", 1))
+    done = subprocess.run(check + ["--page", str(stale)], capture_output=True, text=True)
+    assert done.returncode == 1 and "out of date" in done.stderr
