@@ -93,6 +93,8 @@ def test_both_analyses_on_a_tiny_finished_study(tmp_path):
     assert (root / head_roles.PLOT_FILE).stat().st_size > 0
     assert "### Which heads the model uses (knock-out)" in verdict
     assert "| h8 scored | 2/2 | PASS |" in verdict
+    # Markdown renders a table only after a blank line: not straight after the figure's line.
+    assert ")\n\n| check (stated before the run) |" in verdict
     _check_knockouts(root)
 
 

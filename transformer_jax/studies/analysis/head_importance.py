@@ -157,7 +157,8 @@ def role_scores(rows: Mapping, variant: str, seed: int, shape: tuple[int, int]
 def _checks_markdown(results, rows, checks: tuple[Check, ...]) -> str:
     if not checks:
         return ""
-    lines = ["| check (stated before the run) | seeds passing | verdict |", "|---|---|---|"]
+    # A blank line first: a table straight after the figure's line is not a table in Markdown.
+    lines = ["", "| check (stated before the run) | seeds passing | verdict |", "|---|---|---|"]
     for c in checks:
         seeds, _, importance = results.get(c.variant, ((), None, None))
         passed = [bool(c.test(importance[i], role_scores(rows, c.variant, s, importance.shape[1:])))
