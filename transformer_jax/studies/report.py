@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from transformer_jax.train import workdir as workdir_lib
+from transformer_jax.studies import convergence
 from transformer_jax.studies.plots import plot_curves
 from transformer_jax.studies.study import (Comparison, Expectation, INTERVAL_METHOD, Judgement,
                                            RATES, Study, Verdict, interval_of_mean)
@@ -85,8 +86,27 @@ def _mean_std_interval(values: list[float]) -> str:
     return f"{np.mean(finite):.4g} ± {np.std(finite):.2g} [{low:.4g}, {high:.4g}]"
 
 
+def _speed_columns(study: Study, runs) -> dict[str, dict[str, str]]:
+    """metric -> variant -> the first step at which the variant's mean curve over its finished
+    seeds reached convergence.SPEED_FRACTION of the best variant's final value: how fast, beside
+    the final value's how far. Only for the metrics an expectation judges."""
+    judged = [m for m in study.metrics if any(e.metric == m for e in study.expectations)]
+    columns = {}
+    for metric in judged:
+        curves = {v: convergence.seed_mean_curve(
+            [runs[(v, s)]["curves"].get(metric, []) for s in study.seeds
+             if runs[(v, s)]["status"].get("state") != "diverged"]) for v in study.variants}
+        steps = convergence.steps_to_fraction_of_best(
+            curves, convergence.higher_is_better(metric, study.expectations))
+        columns[metric] = {v: "never" if s is None else str(s) for v, s in steps.items()}
+    return columns
+
+
 def _summary_markdown(study: Study, runs) -> str:
-    header = ["variant", "overrides", "diverged"] + list(study.metrics)
+    speed = _speed_columns(study, runs)
+    percent = round(100 * convergence.SPEED_FRACTION)
+    header = (["variant", "overrides", "diverged"] + list(study.metrics)
+              + [f"{m}: step at {percent} % of best" for m in speed])
     lines = [f"# {study.name}: final metrics (mean ± std [95 % interval] over seeds "
              f"{list(study.seeds)}, diverged runs left out)", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -96,8 +116,12 @@ def _summary_markdown(study: Study, runs) -> str:
         cells = [variant, ", ".join(f"{k}={v}" for k, v in overrides.items()) or "(base)",
                  f"{diverged}/{len(seeds)}"]
         cells += [_mean_std_interval([final_value(r, m) for r in seeds]) for m in study.metrics]
+        cells += [speed[m][variant] for m in speed]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"Intervals: {INTERVAL_METHOD}.",
+    lines += ["", f"Intervals: {INTERVAL_METHOD}. Steps at {percent} % of best: the first "
+              f"evaluation at which the variant's mean curve over its finished seeds reached "
+              f"{percent} % of the best variant's final mean (for a lower-is-better metric, the "
+              f"best divided by {convergence.SPEED_FRACTION}); 'never': not within the run.",
               "Per seed: summary.csv. Curves: curves.png and `tensorboard --logdir` on this directory."]
     return "\n".join(lines) + "\n"
 
