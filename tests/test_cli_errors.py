@@ -34,6 +34,8 @@ CASES = {
     "rotary_odd_head_dim": (S, {"model.d_model": 6, "model.num_heads": 2,
                                 "model.position": "rotary"}, (), [
         "model.position='rotary'", "even head dimension", "6/2=3"]),
+    "causal_mask_on_encoder": (S, {"model.causal_mask": False}, (), [
+        "model.causal_mask=False", "needs model.arch='decoder'", "an encoder has no causal mask"]),
     "zero_d_model": (S, {"model.d_model": 0}, (), ["model.d_model=0", "positive integer"]),
     "negative_layers": (S, {"model.num_layers": -1}, (), ["model.num_layers=-1", "positive integer"]),
     "zero_steps": (S, {"train.num_steps": 0}, (), ["train.num_steps=0", "positive integer"]),

@@ -60,6 +60,7 @@ FIELD_VALUES = {
     "attention": st.sampled_from(["explicit", "fused", "flash"]),
     "attn_scale": st.booleans(),
     "residual": st.booleans(),
+    "causal_mask": st.booleans(),  # False on an encoder: the one-line error
     "max_len": st.sampled_from([0, 4, 16]),
 }
 

@@ -119,6 +119,8 @@ class ModelConfig:
     qk_norm: bool = False  # LayerNorm on each head's q and k before Q·Kᵀ (and before rotary)
     residual: bool = True  # x + sublayer(x); False: sublayer(x) alone
     arch: Arch = Arch.DECODER  # encoder (bidirectional, padding mask) | decoder (causal)
+    causal_mask: bool = True  # decoder: False trains without the causal mask (it sees the
+    # future); evaluation masks whatever this says, as generation must
     head: Head = Head.TOKEN  # token | pooled: chosen by the dataset's task, not a flag
     max_len: int = 512  # longest sequence the model accepts (size of a learned position table)
     attention: AttentionImpl = AttentionImpl.EXPLICIT  # explicit | fused (jax.nn.dot_product_attention)
@@ -149,7 +151,7 @@ class ModelConfig:
                     f"model.{name}={value!r} must be a {kind.__name__} member, one of: "
                     f"{', '.join(f'{kind.__name__}.{m.name}' for m in kind)} "
                     f"(ModelConfig.from_config parses strings)")
-        for name in ("attn_scale", "qk_norm", "residual"):
+        for name in ("attn_scale", "qk_norm", "residual", "causal_mask"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"model.{name}={getattr(self, name)!r} must be True or False")
         if self.d_model % self.num_heads:
@@ -160,6 +162,9 @@ class ModelConfig:
             raise ConfigError(
                 f"model.position='rotary' needs an even head dimension, got d_model/num_heads="
                 f"{self.d_model}/{self.num_heads}={self.head_dim}")
+        if not self.causal_mask and self.arch is not Arch.DECODER:
+            raise ConfigError(f"model.causal_mask=False needs model.arch='decoder': an "
+                              f"{self.arch.value} has no causal mask to remove")
         if self.head is Head.POOLED and self.arch is Arch.DECODER:
             raise ConfigError("model.arch='decoder' has no pooled head; use model.arch='encoder'")
 

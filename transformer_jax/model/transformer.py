@@ -102,7 +102,8 @@ class Transformer(nnx.Module):
 
     def __call__(self, tokens: Array, padding_mask: Optional[Array] = None, *,
                  dropout_key: Optional[Array] = None, probe: bool = False,
-                 head_mask: Optional[Array] = None) -> tuple[Array, Optional[AttentionProbe]]:
+                 head_mask: Optional[Array] = None, training: bool = False
+                 ) -> tuple[Array, Optional[AttentionProbe]]:
         """tokens [B, T] int, padding_mask [B, T] bool (True = real token; real tokens first).
 
         Returns float32 logits — [B, T, num_outputs] for a token head, [B, num_outputs] for a
@@ -110,6 +111,8 @@ class Transformer(nnx.Module):
         stacked [num_layers, ...]. dropout_key=None means evaluation (no dropout).
         head_mask [num_layers, num_heads]: each head's output is multiplied by its entry before
         W_o, so 0 knocks that head out and changes nothing else (None: every head as trained).
+        training=True: the train step's call; only `model.causal_mask` reads it (dropout follows
+        dropout_key, BatchNorm `nnx.view`).
         """
         cfg = self.cfg
         batch, length = tokens.shape
@@ -127,7 +130,11 @@ class Transformer(nnx.Module):
         bias = pos.alibi_bias(cfg.num_heads, length, length) if cfg.position is Position.ALIBI else None
         rotate = (pos.rotary_qk_transform(length, cfg.head_dim)
                   if cfg.position is Position.ROTARY else None)
-        mask = structured_attention_mask(padding_mask, length, cfg.causal)
+        # model.causal_mask=False lifts the causal mask in training only: evaluation, like
+        # generation, has no future to look at, so a decoder always masks there, and what an
+        # unmasked decoder learned is judged as it would be used.
+        causal = cfg.causal and (cfg.causal_mask or not training)
+        mask = structured_attention_mask(padding_mask, length, causal)
         if head_mask is not None and head_mask.shape != (cfg.num_layers, cfg.num_heads):
             raise ValueError(f"head_mask has shape {head_mask.shape}; it must be [num_layers, "
                              f"num_heads] = [{cfg.num_layers}, {cfg.num_heads}]")

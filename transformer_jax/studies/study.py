@@ -50,6 +50,10 @@ class Comparison(enum.Enum):
 RATES = (Comparison.FAIL_RATE_AT_LEAST, Comparison.FAIL_RATE_AT_MOST)
 PROBES_FILE = "probes.md"  # a study's step-0 probes, as markdown (its plots beside it)
 MACHINE_FIELDS = ("data_dir", "text_path")  # where this machine keeps data: not the design
+# Config fields added after fingerprints existed (4f1c347), with the value that computes what
+# designs without them did: a design leaves one out at that value, so a study that does not use
+# it keeps the fingerprint its committed verdict was judged with.
+NEWER_THAN_FINGERPRINTS = {"model.causal_mask": True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,9 +271,15 @@ class Study:
     def design(self) -> dict[str, Any]:
         """What the study commits to before it runs, as plain values: the claim, the variants,
         the seeds, the metrics, every expectation and threshold, and the base config (without
-        the machine's paths: data.data_dir, data.text_path)."""
+        the machine's paths: data.data_dir, data.text_path; nor NEWER_THAN_FINGERPRINTS at the
+        value older designs had)."""
         base = self.base.to_dict()
         base["data"] = {k: v for k, v in base["data"].items() if k not in MACHINE_FIELDS}
+        for dotted, default in NEWER_THAN_FINGERPRINTS.items():
+            section, leaf = dotted.split(".")
+            fields = base.get(section, {})
+            if leaf in fields and type(fields[leaf]) is type(default) and fields[leaf] == default:
+                del fields[leaf]
         return {"claim": self.claim, "variants": {v: dict(o) for v, o in self.variants.items()},
                 "seeds": list(self.seeds), "metrics": list(self.metrics),
                 "expectations": [_plain(dataclasses.asdict(e)) for e in self.expectations],

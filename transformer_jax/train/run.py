@@ -71,7 +71,8 @@ def describe_model(cfg: ModelConfig) -> str:
     shape = f"{cfg.num_layers}x(d={cfg.d_model}, h={cfg.num_heads}, ff={cfg.d_ff})"
     return (f"{cfg.arch.value} {shape} "
             f"position={cfg.position.value} norm={cfg.norm.value}({cfg.norm_type.value}) "
-            f"attn_scale={cfg.attn_scale} qk_norm={cfg.qk_norm} residual={cfg.residual}")
+            f"attn_scale={cfg.attn_scale} qk_norm={cfg.qk_norm} residual={cfg.residual}"
+            + ("" if cfg.causal_mask else " causal_mask=False (training only)"))
 
 
 def hparams(config: ml_collections.ConfigDict, run: Run) -> dict[str, Any]:

@@ -120,7 +120,8 @@ def make_train_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
 
         def loss_fn(params, part, key):
             model = nnx.view(nnx.merge(graphdef, params), **TRAINING)  # BatchNorm: batch statistics
-            logits, _ = model(part["inputs"], part["padding_mask"], dropout_key=key)
+            logits, _ = model(part["inputs"], part["padding_mask"], dropout_key=key,
+                              training=True)  # model.causal_mask=False: no causal mask here
             loss, metrics = loss_and_metrics(logits, part, model_cfg.head)
             return loss, (metrics, nnx.to_pure_dict(nnx.state(model, nnx.BatchStat)))
 

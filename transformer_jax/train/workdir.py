@@ -34,7 +34,8 @@ NOT_IDENTITY = ("train.log_every", "train.checkpoint_every", "train.keep_checkpo
 # (devices and steps per call change how a step runs, not its result beyond float rounding)
 # Fields added after runs existed, with the value that computes what runs without them did: a
 # config.json that lacks one of them resumes under exactly that value, and no other.
-ADDED_FIELDS = {"model.norm_type": "layernorm", "model.qk_norm": False}
+ADDED_FIELDS = {"model.norm_type": "layernorm", "model.qk_norm": False,
+                "model.causal_mask": True}
 
 
 class WorkdirError(ValueError):
