@@ -4,8 +4,9 @@
 #   scripts/run.sh [WORKDIR] [extra sweep flags, e.g. --size=large --jobs=1]
 #   scripts/run.sh --suite=lm [WORKDIR] [flags]   # the real-text studies (tiny Shakespeare)
 #   scripts/run.sh --suite=depth [WORKDIR] [flags]   # deep stacks, BatchNorm, heads
-# --suite=main|lm|depth|all may stand anywhere; WORKDIR is the first other argument when it is not a
-# flag, by default runs/studies (main) or runs/<suite>_studies. The text of the lm suite:
+#   scripts/run.sh --suite=mechanisms [WORKDIR] [flags]   # a decoder trained without its causal mask
+# --suite=main|lm|depth|mechanisms|all may stand anywhere; WORKDIR is the first other argument
+# when it is not a flag, by default runs/studies (main) or runs/<suite>_studies. The text of the lm suite:
 # $TJ_SHAKESPEARE, else ../shared/data/tinyshakespeare.txt if present, else the TFDS hub.
 # Re-running skips finished runs and resumes interrupted ones. Two worker processes train two
 # variants at once (one per core of a 2-core CPU); later flags override --jobs.

@@ -2,7 +2,8 @@ r"""The sweep behind `python -m transformer_jax.sweep` --experiment=experiments/
 
 `--experiment=experiments/` (a directory) runs every study in it of one suite (`--suite`:
 main = the generated-data studies, the default; lm = the real-text ones; depth = deep stacks,
-BatchNorm and heads; all), each into
+BatchNorm and heads; mechanisms = a mechanism taken out of training, e.g. the causal mask; all),
+each into
 DIR/<name>, and writes DIR/report.md linking their verdicts and plots and DIR/README.md, the
 index of their pages (what scripts/run.sh does). A single experiment file runs whatever its suite.
 
@@ -49,7 +50,8 @@ _SHARD = flags.DEFINE_string("shard", "0/1", "i/n: run only every n-th run, star
 _JOBS = flags.DEFINE_integer("jobs", 1, "Worker processes: variants trained at once (2 on a "
                              "2-core CPU: scripts/run.sh).")
 _SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --experiment run: "
-                             "main (generated data) | lm (real text) | depth (deep stacks, BatchNorm, heads) | all. "
+                             "main (generated data) | lm (real text) | depth (deep stacks, BatchNorm, heads) | "
+                             "mechanisms (a mechanism taken out of training: the causal mask) | all. "
                              "A file ignores it.")
 flags.mark_flags_as_required(["experiment", "workdir"])
 
