@@ -9,6 +9,12 @@ warm-up and without gradient clipping (what Post-LN needs, Xiong et al. 2020):
   post_res     Post-LN + residual           x = LN(x + f(x))
   res_no_norm  residual, no norm            x = x + f(x)
   pre_no_res   Pre-LN, no residual          x = f(LN(x))
+and two of them again with the care a skeptic would give them, so that a collapse is not only
+the missing warm-up (norm_placement shows warm-up rescues a 2-layer Post-LN):
+  post_res_warmup          Post-LN + residual, warm-up over the first quarter of the steps
+                           (as norm_placement's post_warmup)
+  res_no_norm_warmup_clip  residual, no norm, the same warm-up and the gradient clipped to
+                           norm 1 (norm-free stacks train with care: Fixup, ReZero)
 The task is `sort` (encoder, lengths 4–16), which 2 layers learn in a few hundred steps, so that
 what changes with depth is whether the stack trains, not whether the task needs depth. Layers
 are scanned (`model.StackedBlocks`), so compile time stays flat in depth. The analysis
@@ -16,10 +22,9 @@ are scanned (`model.StackedBlocks`), so compile time stays flat in depth. The an
 with 95 % intervals; the step-0 probe shows the mechanism for the no-residual stack: token
 representations becoming one vector (rank collapse) layer by layer at initialization.
 
-Sized (default) for about 10 minutes on 2 cores with --jobs=2: a probe run (2 layers × 300
-steps, 24 layers × 40 steps, 3 seeds each) put the study at ≈ 16 CPU-minutes with 300 steps, so
-it takes 250. Measured: 13 min 25 s wall, on the 2-core machine shared with other jobs (load
-average ≈ 10); results in experiments/results/depth_verdict.md.
+Sized (default) at 250 steps: a probe run (2 layers × 300 steps, 24 layers × 40 steps, 3 seeds
+each) put the four arms at ≈ 16 CPU-minutes with 300 steps; the two careful arms add half as
+many runs again (72 in all). Results in experiments/results/depth_verdict.md.
 """
 import functools
 from pathlib import Path
@@ -40,6 +45,14 @@ ARCHITECTURES = {  # name -> the overrides that make it
     "res_no_norm": {"model.norm": "none", "model.residual": True},
     "pre_no_res": {"model.norm": "pre", "model.residual": False},
 }
+# The same two architectures trained with care: name -> (architecture, train.* overrides; the
+# warm-up is WARMUP_FRACTION of the steps). Added after the first results (issue 32: "a skeptic
+# would ask for the same arms with warm-up"); the four arms above and their expectations stay.
+CAREFUL = {
+    "post_res_warmup": ("post_res", {}),
+    "res_no_norm_warmup_clip": ("res_no_norm", {"train.grad_clip_norm": 1.0}),
+}
+WARMUP_FRACTION = 4  # warm-up = steps // 4, as norm_placement's post_warmup
 LEARNING_RATE = 3e-3  # as the norm-placement study: high enough that Post-LN needs warm-up
 FAILED = 0.0  # a diverged run counts as accuracy 0: here divergence is the expected failure
 
@@ -74,6 +87,10 @@ def get_study(size: str) -> Study:
     depths = s["depths"]
     variants = {variant(a, d): {**overrides, "model.num_layers": d}
                 for a, overrides in ARCHITECTURES.items() for d in depths}
+    warmup = {"train.warmup_steps": s["steps"] // WARMUP_FRACTION}
+    variants.update({variant(name, d): {**ARCHITECTURES[architecture], **warmup, **train,
+                                        "model.num_layers": d}
+                     for name, (architecture, train) in CAREFUL.items() for d in depths})
     shallow, deep = depths[0], depths[-1]
     acc = "eval/accuracy"
     return Study(
@@ -100,6 +117,17 @@ def get_study(size: str) -> Study:
             deeper_is_worse("without any norm the residual stack degrades with depth",
                             "res_no_norm", 0.1, depths),
             pre_res_wins("the norm", "residuals without a norm", "res_no_norm", deep),
+            # The careful arms (CAREFUL), written before their first run:
+            Expectation(f"warm-up rescues Post-LN at depth: at {deep} layers Post-LN with warm-up "
+                        "beats Post-LN without by at least 0.1 accuracy", acc,
+                        variant("post_res_warmup", deep), Comparison.BETTER, 0.1,
+                        b=variant("post_res", deep), worst=FAILED),
+            Expectation(f"at {deep} layers Post-LN with warm-up beats residuals without a norm "
+                        "given the same warm-up and clipping by at least 0.05 accuracy", acc,
+                        variant("post_res_warmup", deep), Comparison.BETTER, 0.05,
+                        b=variant("res_no_norm_warmup_clip", deep), worst=FAILED),
+            pre_res_wins("the norm, even with warm-up and clipping,",
+                         "residuals without a norm given both", "res_no_norm_warmup_clip", deep),
         ),
         probes=functools.partial(depth_eval.write_probes, depth=deep),
         suite="depth",

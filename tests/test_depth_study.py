@@ -12,6 +12,7 @@ import pytest
 
 from transformer_jax.studies.analysis import depth as depth_eval
 from transformer_jax.studies import study as study_lib
+from transformer_jax.studies.loading import load_module
 from transformer_jax.train.loop import check_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,19 +20,30 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize("size", ["tiny", "default", "large"])
 def test_every_architecture_at_every_depth_and_expectations_across_depths(size):
+    experiment = load_module(REPO / "experiments" / "depth.py")
     study = study_lib.load_study(REPO / "experiments" / "depth.py", size)
     assert study.suite == "depth"
     table = {}
     for variant in study.variants:
         config = study.config(variant, 0)
         _, model = check_config(config)
-        architecture, depth = depth_eval.NAME.match(variant).groups()
+        name, depth = depth_eval.NAME.match(variant).groups()
         assert model.num_layers == int(depth)
-        table.setdefault(architecture, set()).add(model.num_layers)
+        table.setdefault(name, set()).add(model.num_layers)
+        # a careful arm is one of the probed architectures, trained with warm-up (and clipping)
+        architecture, train = experiment.CAREFUL.get(name, (name, {}))
         assert (model.norm.value, model.residual) == \
             tuple(x.value if hasattr(x, "value") else x for x in depth_eval.PROBED[architecture])
-        assert config.train.warmup_steps == 0 and config.train.grad_clip_norm == 0.0
-    assert set(table) == set(depth_eval.PROBED) and len({frozenset(d) for d in table.values()}) == 1
+        if name in experiment.CAREFUL:
+            assert config.train.warmup_steps == config.train.num_steps // 4 > 0
+            assert config.train.grad_clip_norm == train.get("train.grad_clip_norm", 0.0)
+        else:
+            assert config.train.warmup_steps == 0 and config.train.grad_clip_norm == 0.0
+        others = {k: v for k, v in config.train.items() if k not in ("warmup_steps", "grad_clip_norm")}
+        anchor = study.config(experiment.variant("pre_res", int(depth)), 0).train
+        assert others == {k: v for k, v in anchor.items() if k not in ("warmup_steps", "grad_clip_norm")}
+    assert set(table) == set(depth_eval.PROBED) | set(experiment.CAREFUL)
+    assert len({frozenset(d) for d in table.values()}) == 1
     if size == "default":
         assert next(iter(table.values())) == {2, 6, 12, 24}
     across = [e for e in study.expectations
@@ -80,3 +92,11 @@ def test_probe_shows_no_residual_collapsing_faster_than_pre_ln(tmp_path):
             for l in text.splitlines() if l.startswith("| pre_")}
     assert rows["pre_no_res"][-1] > 0.99 > rows["pre_res"][-1]  # rank collapse after 3 layers
     assert (tmp_path / depth_eval.PROBE_FILE).exists()
+
+
+def test_the_plot_draws_a_line_for_every_architecture(tmp_path):
+    """Six architectures (the depth study's four and its two careful arms): six lines, none
+    dropped for want of a line style."""
+    names = ["a", "b", "c", "d", "e", "f"]
+    points = {n: {d: {"mean": 0.5, "low": 0.4, "high": 0.6} for d in (2, 24)} for n in names}
+    assert depth_eval._plot(points, tmp_path / "p.png") == names

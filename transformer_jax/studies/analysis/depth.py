@@ -11,6 +11,7 @@ markdown table.
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import re
 from pathlib import Path
@@ -94,13 +95,15 @@ def _write_csv(table, path: Path) -> None:
                                      int(not math.isfinite(value))])
 
 
-def _plot(points, path: Path) -> None:
+def _plot(points, path: Path) -> list[str]:
+    """Writes the figure; returns the architectures drawn, in order (one line each)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    for (architecture, per_depth), style in zip(points.items(), ("-", "--", "-.", ":", "-")):
+    # one line per architecture, however many: styles repeat (zip would drop the 6th and on)
+    for (architecture, per_depth), style in zip(points.items(), itertools.cycle(("-", "--", "-.", ":"))):
         depths = sorted(per_depth)
         mean = np.array([per_depth[d]["mean"] for d in depths])
         low = np.array([per_depth[d]["low"] for d in depths])
@@ -118,6 +121,7 @@ def _plot(points, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
+    return [line.get_label() for line in ax.get_lines()]
 
 
 def write_probes(root: Path, depth: int = 24) -> str:
