@@ -210,13 +210,15 @@ def test_memory_stays_flat(tmp_path, tj_data_dir, monkeypatch):
     assert growth_mb < 30, f"RSS grew {growth_mb:.1f} MB from step 101 to 250"
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_interrupted_sweep_completes_only_what_is_missing(tmp_path, tj_data_dir, jobs):
-    """kill -9 a sweep once variant a has finished and variant b (twice as long) has a
-    checkpoint; the same command then finishes only what is missing, leaves a's files
-    untouched, and the report covers every run exactly once. With worker processes (jobs=2),
-    none outlives the killed sweep; without (jobs=1), the sweep trains in its own process."""
+def test_interrupted_sweep_completes_only_what_is_missing(tmp_path, tj_data_dir):
+    """kill -9 a sweep with two workers once variant a has finished and variant b (twice as long)
+    has a checkpoint: no worker outlives it, and the same command then finishes only what is
+    missing, leaves a's files untouched, and the report covers every run exactly once. (A sweep
+    that trains in its own process, --jobs=1, resumes the same way: test_sweep's half-finished
+    sweep; and a run killed with -9 resumes exactly: test_kill_9_then_resume_equals_uninterrupted.)"""
     import psutil
+
+    jobs = 2
 
     command, root = sweep_command(tmp_path, tj_data_dir, jobs, {"train.num_steps": 48})
     log_path = tmp_path / "first.log"
