@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from transformer_jax.studies import pages
-from transformer_jax.studies import preregistration, provenance
+from transformer_jax.studies import preregistration, provenance, suite_time
 from transformer_jax.studies import sweep
 from transformer_jax.train import workdir as workdir_lib
 
@@ -57,6 +57,9 @@ def _copy_results(to: Path, names=STUDIES, experiments=None) -> Path:
         for suffix in INPUTS:
             if (RESULTS / f"{name}{suffix}").exists():
                 shutil.copy(RESULTS / f"{name}{suffix}", results)
+    if names is STUDIES:  # every study: how long each suite took too
+        for record in RESULTS.glob(f"{suite_time.PREFIX}*.json"):
+            shutil.copy(record, results)
     return results
 
 
@@ -329,7 +332,7 @@ def test_export_copies_a_sweeps_results_with_their_links_renamed(tmp_path, capsy
     assert sorted(p.name for p in results.iterdir() if not p.is_symlink()) == [
         "README.md", "scaling.md", "scaling_curves.png", "scaling_probe_softmax_saturation.png",
         "scaling_provenance.json", "scaling_summary.csv", "scaling_summary.md",
-        "scaling_verdict.md"]
+        "scaling_verdict.md", "suite-main.json"]  # a directory's sweep: how long it took too
     verdict = (results / "scaling_verdict.md").read_text()
     assert "![curves](scaling_curves.png)" in verdict
     assert "![saturation](scaling_probe_softmax_saturation.png)" in verdict

@@ -13,7 +13,7 @@ import re
 import shutil
 from pathlib import Path
 
-from transformer_jax.studies import preregistration, provenance
+from transformer_jax.studies import preregistration, provenance, suite_time
 from transformer_jax.train import workdir as workdir_lib
 
 RESULTS = ("verdict.md", "summary.md", "summary.csv", "curves.png", provenance.FILE,
@@ -85,9 +85,16 @@ def export_study(study_dir: Path, results_dir: Path) -> list[Path]:
 
 
 def export_run(run_root: Path, results_dir: Path) -> list[Path]:
-    """Every study of a sweep's --workdir into results_dir (which must exist)."""
+    """Every study of a sweep's --workdir into results_dir (which must exist); of a sweep of a
+    directory of experiments (one suite), also how long it took (suite_time)."""
     if not Path(results_dir).is_dir():
         raise ExportError(f"--results={str(results_dir)!r} is not a directory")
     if not Path(run_root).is_dir():
         raise ExportError(f"--export={str(run_root)!r} is not a directory")
-    return [path for d in study_dirs(run_root) for path in export_study(d, results_dir)]
+    dirs = study_dirs(run_root)
+    copied = [path for d in dirs for path in export_study(d, results_dir)]
+    if dirs != [Path(run_root)]:
+        found = suite_time.record(dirs)
+        if found is not None:
+            copied.append(suite_time.write(results_dir, found))
+    return copied

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import catalog, export, loading
+from transformer_jax.studies import catalog, export, loading, suite_time
 from transformer_jax.studies import preregistration as preregistration_lib
 from transformer_jax.studies import provenance as provenance_lib
 from transformer_jax.studies.study import Study
@@ -305,7 +305,23 @@ def index_page(root: Path, entries: Sequence[Entry]) -> str:
         machine = _cell(machine_cell(record)) if entry.ran else "—"
         lines.append(f"| [{entry.files.name}]({link}) | {entry.suite} | {_cell(entry.claim)} | "
                      f"{verdict} | {machine} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + suite_times(root)) + "\n"
+
+
+def suite_times(root: Path) -> list[str]:
+    """The section on how long each suite took (suite-*.json beside the pages); none without."""
+    records = suite_time.read_all(root)
+    if not records:
+        return []
+    lines = ["", "## How long each suite takes", "",
+             "From the sweep's start to its last study's report (`scripts/run.sh --suite=NAME` "
+             "runs two workers), on the machine named:", "",
+             "| suite | studies | runs | size | wall | machine | date |", "|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {r['suite']} | {', '.join(r['studies'])} | {r['runs']} | {r['size']} | "
+                     f"{suite_time.minutes(r['wall_s'])} | {_cell(machine_cell(r))} | "
+                     f"{r['end'][:10]} |")
+    return lines
 
 
 def _row(entry: Entry, base: Optional[Path]) -> tuple[str, str, Optional[dict[str, Any]]]:
