@@ -39,6 +39,9 @@ CASES = {
     "zero_d_model": (S, {"model.d_model": 0}, (), ["model.d_model=0", "positive integer"]),
     "negative_layers": (S, {"model.num_layers": -1}, (), ["model.num_layers=-1", "positive integer"]),
     "zero_steps": (S, {"train.num_steps": 0}, (), ["train.num_steps=0", "positive integer"]),
+    # the default warm-up (100 steps) is the whole run: refused, not optax's traceback
+    "warmup_is_the_whole_run": (S, {"train.num_steps": 100, "train.warmup_steps": 100}, (), [
+        "train.warmup_steps=100", "less than train.num_steps=100", "or 0"]),
     # (a seq_len the data_dir does not hold yet would prepare that dataset first, with progress
     # bars on stderr: keep the tiny size's seq_len 8)
     "seq_len_beyond_max_len": (S, {"model.position": "learned", "model.max_len": 4}, (), [

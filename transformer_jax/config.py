@@ -228,9 +228,10 @@ class TrainConfig:
         if self.batch_size % self.microbatches:
             raise ConfigError(f"train.microbatches={self.microbatches} does not divide "
                               f"train.batch_size={self.batch_size}; use a divisor of it")
-        if self.warmup_steps > self.num_steps:
-            raise ConfigError(f"train.warmup_steps={self.warmup_steps} exceeds "
-                              f"train.num_steps={self.num_steps}")
+        if self.warmup_steps and self.warmup_steps >= self.num_steps:
+            # the cosine decay needs at least one step after the warm-up (optax raises otherwise)
+            raise ConfigError(f"train.warmup_steps={self.warmup_steps} must be less than "
+                              f"train.num_steps={self.num_steps} (or 0: no warm-up)")
         if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
             raise ConfigError(f"train.learning_rate={self.learning_rate!r} must be a positive number")
         for name, low, high in (("b1", 0.0, 1.0), ("b2", 0.0, 1.0),
