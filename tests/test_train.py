@@ -92,12 +92,16 @@ def test_tensorboard_readback(tiny_run):
                                        "param_norm", "update_norm", "max_abs_logit",
                                        "steps_per_sec")}
     expected |= {"layers/grad_norm/layer_00", "layers/grad_norm/layer_01",
-                 "eval/loss", "eval/accuracy", bits}
+                 "layers/grad_norm_ratio", "eval/loss", "eval/accuracy", bits}
     expected |= {f"attention/{k}/layer_{l:02d}" for k in ("entropy", "max_weight", "max_abs_logit")
                  for l in (0, 1)}
     assert expected <= set(scalars), sorted(expected - set(scalars))
     assert [s for s, _ in scalars["train/loss"]] == [5, 10, 15, 20]
     assert [s for s, _ in scalars["eval/loss"]] == [10, 20]
+    for (step, ratio), (_, first), (_, last) in zip(scalars["layers/grad_norm_ratio"],
+                                                    scalars["layers/grad_norm/layer_00"],
+                                                    scalars["layers/grad_norm/layer_01"]):
+        assert abs(ratio - first / last) <= 1e-5 * ratio, step  # first layer over the last
     assert all(math.isfinite(v) for points in scalars.values() for _, v in points)
     for _, value in scalars["attention/entropy/layer_00"] + scalars["attention/entropy/layer_01"]:
         assert 0.0 <= value <= 1.0

@@ -7,9 +7,10 @@ survive the seed-to-seed spread, which the t quantile (4.30 at 2 dof) makes wide
 from __future__ import annotations
 
 import csv
+import functools
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -52,9 +53,18 @@ def write_report(study: Study, root: Path) -> None:
     (root / "verdict.md").write_text(verdict_markdown(study, runs, probes, analysis))
 
 
-def final_values(study: Study, runs, metric: str) -> dict[str, dict[int, float]]:
-    """variant -> seed -> the metric's final value (nan: diverged or missing)."""
-    return {v: {s: final_value(runs[(v, s)], metric) for s in study.seeds} for v in study.variants}
+def value_at(run: dict[str, Any], metric: str, step: int) -> float:
+    """The metric at the first logged step at or after `step` (nan: none). A run that diverged
+    later still measured it then, so it counts."""
+    return next((value for at, value in run["curves"].get(metric, ()) if at >= step), math.nan)
+
+
+def final_values(study: Study, runs, metric: str,
+                 at_step: Optional[int] = None) -> dict[str, dict[int, float]]:
+    """variant -> seed -> the metric's final value (nan: diverged or missing), or with `at_step`
+    its value then (`value_at`)."""
+    value = (functools.partial(value_at, step=at_step) if at_step is not None else final_value)
+    return {v: {s: value(runs[(v, s)], metric) for s in study.seeds} for v in study.variants}
 
 
 def _rows(study: Study, runs) -> list[dict[str, Any]]:
@@ -135,7 +145,8 @@ def verdict_markdown(study: Study, runs, probes: str = "", analysis: str = "") -
              "| " + " | ".join(VERDICT_HEADER) + " |", "|" + "---|" * len(VERDICT_HEADER)]
     verdicts = []
     for e in study.expectations:
-        judgement = e.judge(final_values(study, runs, e.metric))  # every variant: default `worst`
+        # every variant: diverged runs count as the study's finished values (default `worst`)
+        judgement = e.judge(final_values(study, runs, e.metric, e.at_step))
         verdicts.append(judgement.verdict)
         lines.append("| " + " | ".join(verdict_cells(e, judgement)) + " |")
     lines += ["", overall_line(verdicts, study.seeds), "",
@@ -182,6 +193,8 @@ def verdict_cells(e: Expectation, j: Judgement) -> list[str]:
     else:
         order = f"{e.a} − {e.b}" if e.higher_is_better else f"{e.b} − {e.a}, lower is better"
         effect, threshold = f"{number(j.effect)} ({order})", f"≥ {number(e.margin)}"
+    if e.at_step is not None:
+        effect += f", at step {e.at_step}"
     interval = "unmeasured" if not math.isfinite(j.high - j.low) else \
         f"[{number(j.low)}, {number(j.high)}]" + ("" if j.paired or e.b is None else " unpaired")
     verdict = j.verdict.value + (f": {j.note}" if j.note else "")

@@ -100,6 +100,9 @@ class Expectation:
     higher_is_better: bool = True
     worst: Optional[float] = None  # the value a diverged run counts as; None: see above
     threshold: Optional[float] = None  # FAIL_RATE_*: a run passes at or beyond this value
+    # None: the metric's final value; a step: its value at the first logged step at or after it
+    # (1: the start of training, e.g. gradients at initialization)
+    at_step: Optional[int] = None
 
     def __post_init__(self):
         two = self.comparison in (Comparison.BETTER, Comparison.WITHIN)
@@ -116,6 +119,10 @@ class Expectation:
         if rate and self.worst is not None:
             raise ConfigError(f"expectation {self.text!r}: worst= has no use with "
                               f"{self.comparison.value}: a diverged run fails")
+        if self.at_step is not None and (isinstance(self.at_step, bool)
+                                         or not isinstance(self.at_step, int) or self.at_step < 0):
+            raise ConfigError(f"expectation {self.text!r}: at_step={self.at_step!r} must be a "
+                              "non-negative integer (a step) or None (the final value)")
         if not math.isfinite(self.margin):
             raise ConfigError(f"expectation {self.text!r}: margin={self.margin} must be a finite "
                               "number")
@@ -282,7 +289,7 @@ class Study:
                 del fields[leaf]
         return {"claim": self.claim, "variants": {v: dict(o) for v, o in self.variants.items()},
                 "seeds": list(self.seeds), "metrics": list(self.metrics),
-                "expectations": [_plain(dataclasses.asdict(e)) for e in self.expectations],
+                "expectations": [_expectation_design(e) for e in self.expectations],
                 "base": base}
 
     def fingerprint(self) -> str:
@@ -320,6 +327,15 @@ def _set(config: ml_collections.ConfigDict, dotted: str, value: Any) -> None:
     if leaf not in node:
         raise ConfigError(f"override {dotted!r} names no config field")
     node[leaf] = value
+
+
+def _expectation_design(expectation: Expectation) -> dict[str, Any]:
+    """An expectation as plain values, without the fields added after fingerprints were (at_step)
+    where it has their default: a design that does not use one keeps its fingerprint."""
+    design = _plain(dataclasses.asdict(expectation))
+    if design["at_step"] is None:
+        del design["at_step"]
+    return design
 
 
 def _plain(value: Any) -> Any:

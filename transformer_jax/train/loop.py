@@ -344,8 +344,13 @@ def _replica_metrics(metrics: dict[str, np.ndarray], j: int) -> dict[str, Any]:
 def _train_scalars(metrics: dict[str, Any]) -> dict[str, float]:
     scalars = {f"train/{k}": float(v) for k, v in metrics.items()
                if np.ndim(v) == 0 and k not in ("finite", "weight")}
-    for layer, value in enumerate(np.asarray(metrics["layer_grad_norm"])):
+    norms = np.asarray(metrics["layer_grad_norm"])
+    for layer, value in enumerate(norms):
         scalars[f"layers/grad_norm/layer_{layer:02d}"] = float(value)
+    if len(norms) > 1 and norms[-1] > 0:
+        # Xiong et al. 2020's picture as one number: the gradient that reaches the first layer
+        # against the last's (about 1: depth-independent; far below: vanishing toward the input)
+        scalars["layers/grad_norm_ratio"] = float(norms[0] / norms[-1])
     return scalars
 
 
