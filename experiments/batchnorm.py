@@ -16,6 +16,7 @@ so only the gap between the norms at each batch is compared, never the batches).
 """
 from pathlib import Path
 
+from transformer_jax.studies.analysis import batch_independence
 from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
                                            study_schedule)
 
@@ -26,6 +27,7 @@ SIZES = {
     "large": dict(steps=5000, d_model=256, layers=6, batches=(128, 16)),
 }
 NORMS = ("layernorm", "batchnorm")
+BATCH_DEPENDENT = 1e-3  # a logit moved by more than this: the output depends on the batch
 
 
 def get_study(size: str) -> Study:
@@ -60,4 +62,24 @@ def get_study(size: str) -> Study:
                         b=f"batchnorm_batch{small}"),
         ),
         suite="depth",
+        analyses=(batch_independence.make_analysis(independence_checks(large, small)),),
+    )
+
+
+def independence_checks(large: int, small: int) -> tuple[batch_independence.Check, ...]:
+    """Written before the analysis first ran (issue 32 item 3; the runs it reads existed)."""
+    Mode = batch_independence.Mode
+    ln = tuple(f"layernorm_batch{b}" for b in (large, small))
+    bn = tuple(f"batchnorm_batch{b}" for b in (large, small))
+    return (
+        batch_independence.Check(
+            "LayerNorm: the logits are identical, not merely close, in batches of 8 and of 1 "
+            "and with more padding", ln, lambda found: batch_independence.identical(found[Mode.EVAL])),
+        batch_independence.Check(
+            "BatchNorm in evaluation mode (running statistics): identical the same way", bn,
+            lambda found: batch_independence.identical(found[Mode.EVAL])),
+        batch_independence.Check(
+            "BatchNorm in training mode (batch statistics): the logits change with the batch "
+            f"(batches of 8 or of 1: some logit moves by more than {BATCH_DEPENDENT})", bn,
+            lambda found: any(c.max_logit_diff > BATCH_DEPENDENT for c in found[Mode.TRAINING][1:3])),
     )
