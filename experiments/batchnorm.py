@@ -28,6 +28,7 @@ SIZES = {
 }
 NORMS = ("layernorm", "batchnorm")
 BATCH_DEPENDENT = 1e-3  # a logit moved by more than this: the output depends on the batch
+ROUNDING = 1e-4  # float32 rounding of a logit of size ~10 through a few layers
 
 
 def get_study(size: str) -> Study:
@@ -63,6 +64,9 @@ def get_study(size: str) -> Study:
         ),
         suite="depth",
         analyses=(batch_independence.make_analysis(independence_checks(large, small)),),
+        amendments=("5b85c94: the batch-independence checks 'identical, not merely close' failed "
+                    "by ~1e-5 (float32 rounding); two checks with a bound of 1e-4 were added "
+                    "after that result, beside them (the originals kept)",),
     )
 
 
@@ -82,4 +86,20 @@ def independence_checks(large: int, small: int) -> tuple[batch_independence.Chec
             "BatchNorm in training mode (batch statistics): the logits change with the batch "
             f"(batches of 8 or of 1: some logit moves by more than {BATCH_DEPENDENT})", bn,
             lambda found: any(c.max_logit_diff > BATCH_DEPENDENT for c in found[Mode.TRAINING][1:3])),
+        # Added after the first analysis (5b85c94): the 'identical' checks above failed by
+        # ~1e-5 in batches of 1 and with padding, while batches of 8 were bitwise equal and no
+        # prediction moved: float32 rounding of matmuls of other shapes, not a dependence on
+        # the batch. The checks above stay as they were; these say what was meant, with a bound.
+        batch_independence.Check(
+            f"LayerNorm: no prediction and no accuracy changes, and no logit moves by more than "
+            f"{ROUNDING} (float32 rounding of other matmul shapes)", ln,
+            lambda found: unchanged_to_rounding(found[Mode.EVAL])),
+        batch_independence.Check(
+            "BatchNorm in evaluation mode: the same", bn,
+            lambda found: unchanged_to_rounding(found[Mode.EVAL])),
     )
+
+
+def unchanged_to_rounding(comparisons) -> bool:
+    return all(c.changed == 0.0 and c.accuracy == comparisons[0].accuracy
+               and c.max_logit_diff <= ROUNDING for c in comparisons)
