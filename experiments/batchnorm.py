@@ -6,7 +6,9 @@ Run:  python -m transformer_jax.sweep --experiment=experiments/batchnorm.py --wo
 The second half of the claim does not apply to this implementation, by construction: evaluation
 normalizes with running statistics (`model.norm_type=batchnorm`, `transformer_jax.model.norms`), so a
 prediction does not depend on the rest of the evaluation batch; tests/test_batchnorm.py checks
-that exactly (and that in training mode it does depend on it). What remains to measure is the
+that exactly (and that in training mode it does depend on it), and the batch-independence
+analysis measures it on the trained models (studies/analysis/batch_independence.py: batches of
+64, 8 and 1, more padding; evaluation and training mode). What remains to measure is the
 cost of normalizing by batch statistics while training: the statistics of a batch of token
 vectors move from batch to batch (Shen et al. 2020 measured large fluctuations in NLP and
 traced BatchNorm's deficit to them), and evaluation uses averages of them that the model never

@@ -160,6 +160,6 @@ def markdown(results: Mapping[str, Mapping[Mode, list[Comparison]]],
                 verdict = "not run" if found is None else ("holds" if check.test(found) else
                                                            "does not hold")
                 check_rows.append((check.text, variant, verdict))
-        text += "\n" + markdown_table(["check (stated before the analysis ran)", "variant",
+        text += "\n" + markdown_table(["check", "variant",
                                        "verdict"], check_rows) + "\n"
     return text
