@@ -54,6 +54,8 @@ MACHINE_FIELDS = ("data_dir", "text_path")  # where this machine keeps data: not
 # designs without them did: a design leaves one out at that value, so a study that does not use
 # it keeps the fingerprint its committed verdict was judged with.
 NEWER_THAN_FINGERPRINTS = {"model.causal_mask": True}
+# Expectation fields added after fingerprints existed, with their default, left out the same way.
+NEWER_EXPECTATION_FIELDS = {"at_step": None}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -330,12 +332,11 @@ def _set(config: ml_collections.ConfigDict, dotted: str, value: Any) -> None:
 
 
 def _expectation_design(expectation: Expectation) -> dict[str, Any]:
-    """An expectation as plain values, without the fields added after fingerprints were (at_step)
-    where it has their default: a design that does not use one keeps its fingerprint."""
+    """An expectation as plain values, without NEWER_EXPECTATION_FIELDS at their default: a
+    design that does not use one keeps its fingerprint."""
     design = _plain(dataclasses.asdict(expectation))
-    if design["at_step"] is None:
-        del design["at_step"]
-    return design
+    return {k: v for k, v in design.items()
+            if not (k in NEWER_EXPECTATION_FIELDS and v == NEWER_EXPECTATION_FIELDS[k])}
 
 
 def _plain(value: Any) -> Any:

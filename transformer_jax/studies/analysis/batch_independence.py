@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from transformer_jax.config import NormType
 from transformer_jax.model import norms
 from transformer_jax.studies.analysis.restore import Restored, finished_run_dirs, restore_variant
 from transformer_jax.studies.markdown import markdown_table
@@ -112,7 +113,7 @@ def score(restored: Restored, mode: Mode, examples: int = EXAMPLES) -> list[Comp
 
 
 def modes(restored: Restored) -> tuple[Mode, ...]:
-    uses_batchnorm = restored.run.model.norm_type.value == "batchnorm"
+    uses_batchnorm = restored.run.model.norm_type is NormType.BATCHNORM
     return (Mode.EVAL, Mode.TRAINING) if uses_batchnorm else (Mode.EVAL,)
 
 
