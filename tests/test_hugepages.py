@@ -12,24 +12,29 @@ REPO = Path(__file__).resolve().parents[1]
 GLIBC = (2, 36)
 
 
-def test_adds_the_tunable_where_it_helps():
-    env = hugepages.environ_with_hugepages({"PATH": "/bin"}, mode="madvise", glibc=GLIBC)
-    assert env == {"PATH": "/bin", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+ASKED = {"TJ_HUGEPAGES": "1"}
+
+
+def test_adds_the_tunable_when_asked_where_it_can_work():
+    env = hugepages.environ_with_hugepages({"PATH": "/bin", **ASKED}, mode="madvise", glibc=GLIBC)
+    assert env == {"PATH": "/bin", **ASKED, "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
     assert hugepages.active(env)
-    kept = hugepages.environ_with_hugepages({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"},
+    kept = hugepages.environ_with_hugepages({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2", **ASKED},
                                             mode="madvise", glibc=GLIBC)
     assert kept["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
 
 
-def test_leaves_the_environment_alone_where_it_cannot_help_or_was_told_not_to():
+def test_leaves_the_environment_alone_by_default_or_where_it_cannot_work():
     cases = [
-        ({}, "never", GLIBC),  # THP off in the kernel
-        ({}, "always", GLIBC),  # every large mapping gets huge pages already
-        ({}, None, GLIBC),  # no THP information (not Linux, container without /sys)
-        ({}, "madvise", None),  # not glibc (musl, macOS)
-        ({}, "madvise", (2, 31)),  # glibc without the tunable
-        ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, "madvise", GLIBC),  # the user's choice
-        ({"TJ_HUGEPAGES": "0"}, "madvise", GLIBC),  # the opt-out
+        ({}, "madvise", GLIBC),  # not asked for: off by default (it costs the char LM)
+        ({"TJ_HUGEPAGES": "0"}, "madvise", GLIBC),
+        ({"TJ_HUGEPAGES": "yes"}, "madvise", GLIBC),  # only "1" asks
+        (ASKED, "never", GLIBC),  # THP off in the kernel
+        (ASKED, "always", GLIBC),  # every large mapping gets huge pages already
+        (ASKED, None, GLIBC),  # no THP information (not Linux, container without /sys)
+        (ASKED, "madvise", None),  # not glibc (musl, macOS)
+        (ASKED, "madvise", (2, 31)),  # glibc without the tunable
+        ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0", **ASKED}, "madvise", GLIBC),  # the user's
     ]
     for environ, mode, glibc in cases:
         assert hugepages.environ_with_hugepages(environ, mode=mode, glibc=glibc) is None, (environ, mode)
@@ -44,9 +49,11 @@ def test_thp_mode_reads_the_bracketed_choice(tmp_path):
     assert hugepages.thp_mode(str(tmp_path / "missing")) is None
 
 
-def test_entry_point_restarts_once_with_the_tunable():
-    """The same command runs again, with the tunable, and only once (no restart loop)."""
+def test_entry_point_restarts_once_with_the_tunable_when_asked():
+    """The same command runs again, with the tunable, and only once (no restart loop); without
+    TJ_HUGEPAGES=1 it runs once, unchanged."""
     env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "TJ_HUGEPAGES")}
+    env.update(ASKED)
     code = ("import os, sys; from transformer_jax.train import hugepages; hugepages.reexec_if_useful(); "
             "print('ran', os.environ.get('GLIBC_TUNABLES'), sys.argv[1:])")
     proc = subprocess.run([sys.executable, "-c", code, "arg1"], cwd=REPO, env=env,
@@ -61,5 +68,5 @@ def test_entry_point_restarts_once_with_the_tunable():
         assert proc.stdout.splitlines() == ["ran glibc.malloc.hugetlb=1 ['arg1']"]
         assert proc.stderr.count("restarting with GLIBC_TUNABLES") == 1
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                          env={**env, "TJ_HUGEPAGES": "0"}, timeout=120)
+                          env={**env, "TJ_HUGEPAGES": ""}, timeout=120)
     assert proc.stdout.splitlines() == ["ran None []"] and "restarting" not in proc.stderr

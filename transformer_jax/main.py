@@ -53,7 +53,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
     del argv
     cli.terminal_level_from_flags()
-    cli.enable_compilation_cache()
+    cli.set_up_compilation()
     cli.quiet_progress_bars()
     workdir = Path(_WORKDIR.value)
     with cli.user_errors_exit():

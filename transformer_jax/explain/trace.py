@@ -318,7 +318,7 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 def main(argv):
     from transformer_jax.explain.steps import TraceConfig
-    cli.enable_compilation_cache()  # a second trace of the same sizes loads its two programs
+    cli.set_up_compilation()  # a second trace of the same sizes loads its two programs
     with cli.user_errors_exit():
         trace = TraceConfig(" ".join(argv[1:]), d_model=_D_MODEL.value, heads=_HEADS.value,
                             seed=_SEED.value, token=_TOKEN.value, position=_POSITION.value,

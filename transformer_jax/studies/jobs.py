@@ -165,7 +165,7 @@ def _init_worker(terminal_level: int) -> None:
     logging.use_absl_handler()  # the parent's log format (time, file:line)
     from transformer_jax.train import cli
     cli.set_terminal_level(terminal_level)  # the parent's: --verbosity reaches the workers
-    cli.enable_compilation_cache()
+    cli.set_up_compilation()
     cli.quiet_progress_bars()
 
 

@@ -231,7 +231,7 @@ def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int],
 def main(argv):
     del argv
     cli.terminal_level_from_flags()
-    cli.enable_compilation_cache()
+    cli.set_up_compilation()
     cli.quiet_progress_bars()
     progress = terminal.JobProgress()
     with cli.user_errors_exit():

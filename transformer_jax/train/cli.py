@@ -128,6 +128,14 @@ def log_to_file(path: Path, ready: Optional[Callable[[], bool]] = None) -> Itera
         handler.close()
 
 
+def set_up_compilation() -> None:
+    """What every entry point does before it compiles: the persistent compilation cache, and
+    the compiler's memory given back to the system after each compile (`compile_memory`)."""
+    from transformer_jax.train import compile_memory
+    enable_compilation_cache()
+    compile_memory.release_after_compiles()
+
+
 def enable_compilation_cache() -> None:
     """Persist compiled programs across processes ($TJ_JAX_CACHE_DIR, '' disables).
 

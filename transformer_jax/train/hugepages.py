@@ -9,12 +9,18 @@ processes: page faults per step 527 000 -> 31 000, system time 0.96 -> 0.43 s, m
 3.27 -> 3.06 s (154 -> 165 model GFLOP/s, +7 %). A jitted `x*2+1` over 64 MB: 7 -> 15 GB/s.
 The char-LM step (buffers of KBs to a few MB) is unchanged within noise.
 
+Off unless asked for (`TJ_HUGEPAGES=1`): it pays only for programs whose buffers are large.
+On the char-LM run of configs/lm.py (500 steps, warm compilation cache, Intel Xeon with AVX-512
+and AMX, 2 CPUs; two alternating rounds) it cost time and memory: wall 24.8-25.1 s against
+23.2 s without (the restart), peak 677-685 MiB against 663. Earlier measurements on other CPUs
+agree for this model (an Intel Xeon: 1,005 against 657 MB peak, not faster; an AMD EPYC: no gain).
+
 glibc reads tunables only when a process starts, so the entry points (`main`, `sweep`, the
-benchmark) call `reexec_if_useful()` first: it re-executes the same command once with the
-tunable added to GLIBC_TUNABLES, costing one more interpreter start (~1.5 s). Nothing happens
-where it cannot help (not Linux with glibc >= 2.35, THP mode `never` or `always`), where
-GLIBC_TUNABLES already says something about `glibc.malloc.hugetlb` (the user's choice wins), or
-with TJ_HUGEPAGES=0. The cost: memory is mapped in 2 MiB steps, so RSS can grow by a few MB.
+benchmark) call `reexec_if_useful()` first: with TJ_HUGEPAGES=1 it re-executes the same command
+once with the tunable added to GLIBC_TUNABLES, costing one more interpreter start (~1 s).
+Nothing happens where it cannot help (not Linux with glibc >= 2.35, THP mode `never` or
+`always`) or where GLIBC_TUNABLES already says something about `glibc.malloc.hugetlb` (the
+user's choice wins). The cost: memory is mapped in 2 MiB steps, so RSS grows.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ import sys
 from typing import Mapping, Optional
 
 TUNABLE = "glibc.malloc.hugetlb"
-OPT_OUT = "TJ_HUGEPAGES"  # "0": never re-execute
+OPT_IN = "TJ_HUGEPAGES"  # "1": re-execute with huge pages where they can work
 _THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 
@@ -51,7 +57,7 @@ def environ_with_hugepages(environ: Mapping[str, str], *, mode: Optional[str],
                            glibc: Optional[tuple[int, int]]) -> Optional[dict[str, str]]:
     """The environment to re-execute with, or None when re-executing would not help. Pure."""
     tunables = environ.get("GLIBC_TUNABLES", "")
-    if (environ.get(OPT_OUT) == "0" or mode != "madvise" or glibc is None or glibc < (2, 35)
+    if (environ.get(OPT_IN) != "1" or mode != "madvise" or glibc is None or glibc < (2, 35)
             or TUNABLE in tunables):
         return None
     new = dict(environ)
@@ -66,13 +72,13 @@ def active(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 def reexec_if_useful() -> None:
-    """Re-executes this very command with huge pages on, when that helps (see the module)."""
+    """Re-executes this very command with huge pages on, when asked for and they can work."""
     if not sys.platform.startswith("linux"):
         return
     env = environ_with_hugepages(os.environ, mode=thp_mode(), glibc=glibc_version())
     if env is None:
         return
     print(f"transformer_jax: restarting with GLIBC_TUNABLES={env['GLIBC_TUNABLES']} "
-          f"(huge pages for XLA's buffers; {OPT_OUT}=0 skips this)", file=sys.stderr, flush=True)
+          f"(huge pages for XLA's buffers, as {OPT_IN}=1 asks)", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os.execve(sys.executable, list(sys.orig_argv), env)

@@ -1,0 +1,48 @@
+"""The compiler's memory is handed back after each compile: the listener trims on a backend
+compile, only then, and the entry points register it once."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import monitoring  # public: register/unregister listeners
+
+from transformer_jax.train import cli, compile_memory
+
+
+def _recording_trim(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    monkeypatch.setattr(compile_memory, "_malloc_trim", lambda: calls.append)
+    return calls
+
+
+def test_a_compile_trims_and_nothing_else_does(monkeypatch):
+    calls = _recording_trim(monkeypatch)
+    compile_memory.release_after_compiles()
+    jax.jit(lambda x: jnp.sin(x) * 3.0 + 0.5)(jnp.arange(7.0)).block_until_ready()  # a new program
+    assert calls and set(calls) == {0}, calls  # malloc_trim(0): every heap, all the way down
+    calls.clear()
+    compile_memory.trim_after_compile("/jax/core/compile/jaxpr_trace_duration", 0.1)
+    compile_memory.trim_after_compile("/jax/compilation_cache/cache_retrieval_time_sec", 0.1)
+    assert calls == []
+    compile_memory.trim_after_compile(compile_memory.BACKEND_COMPILE, 0.1)
+    assert calls == [0]
+
+
+def test_registered_once_by_the_entry_points_set_up(monkeypatch):
+    monkeypatch.setattr(cli, "enable_compilation_cache", lambda: None)  # this session's cache stays
+    for _ in range(3):
+        cli.set_up_compilation()
+    monitoring.unregister_event_duration_listener(compile_memory.trim_after_compile)
+    try:  # a second registration would still be there
+        monitoring.unregister_event_duration_listener(compile_memory.trim_after_compile)
+    except (AssertionError, ValueError):
+        pass
+    else:
+        raise AssertionError("trim_after_compile was registered more than once")
+    cli.set_up_compilation()  # as it was
+
+
+def test_glibc_trim_is_found_here():
+    """This project's machines are Linux with glibc: the real function, which returns 0 or 1."""
+    trim = compile_memory._malloc_trim()
+    assert trim is not None and trim(0) in (0, 1)
