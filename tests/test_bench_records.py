@@ -127,6 +127,21 @@ def test_render_writes_the_rows_between_the_markers():
         page.update("no markers", block)
 
 
+def test_first_step_row_takes_the_cold_and_the_last_warm_run():
+    def run(total, compile_s, peak):
+        return {"to first step": total, "imports": 1.0, "init": 0.5, "first call: compile": compile_s,
+                "first call: trace": 0.25, "first call: lower": 0.25, "peak MiB, first call": peak}
+    record = {"first_step": [run(10.5, 5.5, 900), run(9.0, 3.0, 700), run(4.5, 1.1, 600)],
+              "machine": {"cpu": "Intel Xeon", "cpus": 2, "cpu_flags": ["avx512f"],
+                          "date": "2026-12-03", "jax": "0.10.2", "torch": None}}
+    block = page.render([record])
+    assert ("| Intel Xeon | 2 | avx512f | 2026-12-03 | 10.5 / 4.5 | 1.0 | 0.5 / 0.5 | 5.5 / 1.1 "
+            "| 0.5 | 900 / 600 | jax 0.10.2, torch ? |") in block
+    assert "No first-step run recorded yet." in page.render([_record("AMD EPYC", "2026-12-02", 1.0)])
+    cold_only = {**record, "first_step": record["first_step"][:1]}  # no warm run: no row
+    assert "No first-step run recorded yet." in page.render([cold_only])
+
+
 def test_committed_page_is_what_the_results_files_give(tmp_path):
     check = [sys.executable, str(REPO / "scripts" / "bench" / "page.py"), "--check"]
     done = subprocess.run(check, capture_output=True, text=True)

@@ -31,6 +31,9 @@ BACKGROUND = {
     "benchmark_missing_text": (("test_missing_text_is_a_one_line_error",), lambda paths: (
         [sys.executable, BENCHMARK, "--smoke", "--text_path", paths.tmp / "missing.txt"], 60)),
     "benchmark_gemm": ((GEMM_TEST,), lambda paths: (GEMM, TIMEOUT_S)),
+    "first_step": (("test_first_step_times_the_stages_cold_then_warm",), lambda paths: (
+        [sys.executable, str(REPO / "scripts" / "first_step.py"), "--runs", "2",
+         "--config", "configs/lm.py:tiny", "--text_path", paths.shakespeare], TIMEOUT_S)),
     "benchmark_gemm_bad_backend": ((GEMM_TEST,), lambda paths: (GEMM[:-1] + ["xla,mkl"], TIMEOUT_S)),
 }
 
@@ -216,3 +219,21 @@ def test_gemm_table_and_json_for_each_backend():
     assert bad.returncode == 2
     assert bad.stderr.strip() == ("error: --gemm_backends 'xla,mkl': unknown ['mkl']; valid: "
                                   "xla, eigen, onednn, xnnpack")
+
+
+def test_first_step_times_the_stages_cold_then_warm(shakespeare_file):
+    """scripts/first_step.py: the real entry point stopped after its first call, twice on one
+    new compilation cache: the stages add up to the whole, the second run loads what the first
+    compiled."""
+    proc = BACKGROUND_RUNS.result("first_step")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "to first step" in proc.stdout and "peak MiB, first call" in proc.stdout
+    cold, warm = json.loads(proc.stdout.strip().splitlines()[-1])["first_step"]
+    for run in (cold, warm):
+        stages = sum(run[k] for k in ("interpreter", "imports", "data", "init", "first call"))
+        assert math.isclose(stages, run["to first step"], rel_tol=1e-6), run
+        parts = sum(run[f"first call: {k}"] for k in ("trace", "lower", "compile", "run"))
+        assert math.isclose(parts, run["first call"], rel_tol=1e-6), run
+        assert run["first call: trace"] > 0 and run["first call: compile"] > 0, run
+        assert run["peak MiB, imports"] <= run["peak MiB, init"] <= run["peak MiB, first call"]
+    assert cold["cache hits"] == 0 and warm["cache hits"] > 0, (cold, warm)

@@ -5,7 +5,8 @@ number is retyped:
         [--check]
 
 Each results file is one JSON line a benchmark wrote with `--out` (scripts/benchmark.py's full
-run; scripts/vs_nanogpt.sh at nanoGPT's 2,000 iterations), with the machine it ran on. Each
+run; scripts/vs_nanogpt.sh at nanoGPT's 2,000 iterations; scripts/first_step.py), with the
+machine it ran on. Each
 table keeps one row per CPU measured (model name and logical CPUs), the latest run's, dated.
 The tables go between `<!-- results:start -->` and `<!-- results:end -->`; `--check` writes
 nothing and fails when the page is not what the results files give.
@@ -79,6 +80,16 @@ def _nanogpt_cells(r: dict) -> tuple[str, ...]:
             _stack(r["machine"]))
 
 
+def _first_step_cells(r: dict) -> tuple[str, ...]:
+    cold, warm = r["first_step"][0], r["first_step"][-1]
+    return (f"{cold['to first step']:.1f} / {warm['to first step']:.1f}",
+            f"{cold['imports']:.1f}", f"{cold['init']:.1f} / {warm['init']:.1f}",
+            f"{cold['first call: compile']:.1f} / {warm['first call: compile']:.1f}",
+            f"{cold['first call: trace'] + cold['first call: lower']:.1f}",
+            f"{cold['peak MiB, first call']:.0f} / {warm['peak MiB, first call']:.0f}",
+            _stack(r["machine"]))
+
+
 def _stack(m: dict) -> str:
     return f"jax {m.get('jax') or '?'}, torch {m.get('torch') or '?'}"
 
@@ -92,6 +103,7 @@ def render(records: list[dict]) -> str:
     bench = latest_per_cpu(r for r in records if r.get("mode") == "full")
     nanogpt = latest_per_cpu(r for r in records if "vs_nanogpt" in r
                              and r["vs_nanogpt"]["max_iters"] == NANOGPT_ITERS)
+    first_step = latest_per_cpu(r for r in records if len(r.get("first_step", ())) >= 2)
     return "\n".join([
         START,
         "**`scripts/benchmark.py`, the full run** (ratios of wall time: ours over PyTorch's, "
@@ -107,6 +119,14 @@ def render(records: list[dict]) -> str:
         _table(("pairs", "wall s", "wall ratio", "peak MiB", "peak ratio", "val loss", "stack"),
                nanogpt,
                _nanogpt_cells, "No side-by-side run recorded yet."),
+        "",
+        "**`scripts/first_step.py`, process start to the end of the first compiled call** of "
+        "the char-LM run (seconds; cold / warm compilation cache; the first call's trace and "
+        "lowering are Python, paid warm too):",
+        "",
+        _table(("to first step", "imports", "init", "first call: compile", "trace + lower",
+                "peak MiB", "stack"), first_step, _first_step_cells,
+               "No first-step run recorded yet."),
         "",
         f"Written by `python scripts/bench/page.py` from `{RESULTS.relative_to(REPO)}/`; "
         "regenerate it rather than edit it.",
