@@ -66,14 +66,22 @@ def test_nanogpt_val_loss_is_the_last_eval_line():
 
 
 def test_summarize_takes_medians_and_ours_over_theirs():
-    rows = [{"side": side, "wall_s": w, "cpu_s": c, "peak_mib": m, "val_loss": v}
-            for side, w, c, m, v in [("nanogpt", 100, 200, 400, 1.9), ("ours", 80, 150, 600, 1.8),
-                                     ("nanogpt", 110, 210, 420, 1.9), ("ours", 90, 170, 500, None)]]
-    s = vs_nanogpt.summarize(rows)
+    rows = [{"pair": p, "side": side, "wall_s": w, "cpu_s": c, "peak_mib": m, "val_loss": v}
+            for p, side, w, c, m, v in [(1, "nanogpt", 100, 200, 400, 1.9),
+                                        (1, "ours", 80, 150, 600, 1.8),
+                                        (2, "nanogpt", 110, 210, 420, 1.9),
+                                        (2, "ours", 90, 170, 500, None),
+                                        (3, "ours", 70, 140, 450, 1.8)]]
+    s = vs_nanogpt.summarize(rows[:4])
     assert s["ours"]["wall_s"] == 85 and s["nanogpt"]["wall_s"] == 105
     assert s["wall_ratio"] == pytest.approx(85 / 105)
     assert s["peak_ratio"] == pytest.approx(550 / 410)
     assert s["ours"]["peak_mib_range"] == [500, 600] and s["ours"]["val_loss"] == 1.8
+    assert s["ours_warm"]["runs"] == 1 and s["peak_ratio_warm"] == pytest.approx(500 / 410)
+    s = vs_nanogpt.summarize(rows)  # warm: ours' runs after its first (pairs 2 and 3)
+    assert s["ours_warm"]["wall_s"] == 80 and s["ours_warm"]["peak_mib"] == 475
+    assert s["wall_ratio_warm"] == pytest.approx(80 / 105)
+    assert "ours_warm" not in vs_nanogpt.summarize([r for r in rows if r["pair"] == 1])
 
 
 def test_prepare_nanogpt_data_writes_its_prepare_py_format(tmp_path):

@@ -74,10 +74,12 @@ def _benchmark_cells(r: dict) -> tuple[str, ...]:
 def _nanogpt_cells(r: dict) -> tuple[str, ...]:
     s = r["vs_nanogpt"]["summary"]
     ours, theirs = s["ours"], s["nanogpt"]
+    warm = (f"{s['wall_ratio_warm']:.2f} / {s['peak_ratio_warm']:.2f}" if "ours_warm" in s
+            else "-")
     return (str(r["vs_nanogpt"]["pairs"]), f"{ours['wall_s']:.1f} / {theirs['wall_s']:.1f}",
             f"{s['wall_ratio']:.2f}", f"{ours['peak_mib']:.0f} / {theirs['peak_mib']:.0f}",
-            f"{s['peak_ratio']:.2f}", f"{_loss(ours['val_loss'])} / {_loss(theirs['val_loss'])}",
-            _stack(r["machine"]))
+            f"{s['peak_ratio']:.2f}", warm,
+            f"{_loss(ours['val_loss'])} / {_loss(theirs['val_loss'])}", _stack(r["machine"]))
 
 
 def _first_step_cells(r: dict) -> tuple[str, ...]:
@@ -114,9 +116,11 @@ def render(records: list[dict]) -> str:
                "No full run recorded yet."),
         "",
         f"**`scripts/vs_nanogpt.sh`, {NANOGPT_ITERS:,} iterations** (medians over the pairs; "
-        "ours / nanoGPT):",
+        "ours / nanoGPT; warm: ours over its runs after the first, which load the compiled "
+        "programs from the cache the first wrote):",
         "",
-        _table(("pairs", "wall s", "wall ratio", "peak MiB", "peak ratio", "val loss", "stack"),
+        _table(("pairs", "wall s", "wall ratio", "peak MiB", "peak ratio",
+                "warm: wall / peak ratio", "val loss", "stack"),
                nanogpt,
                _nanogpt_cells, "No side-by-side run recorded yet."),
         "",
