@@ -4,7 +4,7 @@
 #   scripts/run.sh [WORKDIR] [extra sweep flags, e.g. --size=large --jobs=1]
 #   scripts/run.sh --suite=lm [WORKDIR] [flags]   # the real-text studies (tiny Shakespeare)
 #   scripts/run.sh --suite=depth [WORKDIR] [flags]   # deep stacks, BatchNorm, heads
-#   scripts/run.sh --suite=mechanisms [WORKDIR] [flags]   # a decoder trained without its causal mask
+#   scripts/run.sh --suite=mechanisms [WORKDIR] [flags]   # causal mask, residual gradients, BatchNorm on text
 # --suite=main|lm|depth|mechanisms|all may stand anywhere; WORKDIR is the first other argument
 # when it is not a flag, by default runs/studies (main) or runs/<suite>_studies. The text of the lm suite:
 # $TJ_SHAKESPEARE, else ../shared/data/tinyshakespeare.txt if present, else the TFDS hub.

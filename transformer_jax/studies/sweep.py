@@ -51,7 +51,8 @@ _JOBS = flags.DEFINE_integer("jobs", 1, "Worker processes: variants trained at o
                              "2-core CPU: scripts/run.sh).")
 _SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --experiment run: "
                              "main (generated data) | lm (real text) | depth (deep stacks, BatchNorm, heads) | "
-                             "mechanisms (a mechanism taken out of training: the causal mask) | all. "
+                             "mechanisms (a mechanism judged itself: the causal mask, residual gradients, "
+                             "BatchNorm on text) | all. "
                              "A file ignores it.")
 flags.mark_flags_as_required(["experiment", "workdir"])
 
