@@ -9,9 +9,11 @@ peak is the process's own high-water mark (`ru_maxrss` of the finished child), t
 Where it goes is measured by stages, each a fresh interpreter that does everything the stage
 before did and one thing more, so that the differences between their peaks are what each thing
 costs: the interpreter, the imports main makes (JAX, Flax and optax, Orbax, TFDS and grain,
-TensorBoard), XLA's CPU client, the prepared text, the compiled train step. Then whole runs:
-10 steps (start-up, data, compiling) and 2,000 steps, with and without glibc's huge pages
-(`transformer_jax/train/hugepages.py`). The last line is one JSON object with every number (MiB).
+TensorBoard), XLA's CPU client, the prepared text, the compiled train step. Then whole runs,
+each compiling anew: 10 steps (start-up, data, compiling) and 2,000 steps, with and without
+glibc's huge pages (`transformer_jax/train/hugepages.py`, opt-in). The last line is one JSON object with every
+number (MiB) and the machine (bench/machine.py); `--out FILE` writes it there too, for
+docs/performance.md's table (scripts/bench/page.py).
 """
 from __future__ import annotations
 
@@ -80,6 +82,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--text_path", default=os.environ.get("TJ_SHAKESPEARE", str(SHARED_TEXT)))
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--out", default="", help="also write the JSON line to this file")
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="tj_memory_"))
     env = {**os.environ, "TJ_JAX_CACHE_DIR": str(scratch / "jax_cache")}
@@ -101,12 +104,21 @@ def main(argv=None) -> int:
                                     (f"{args.steps} steps, no huge pages", args.steps, "0"),
                                     (f"{args.steps} steps, huge pages", args.steps, "1")):
         workdir = scratch / f"run_{steps}_{hugepages}"
+        # each run compiles (its own new cache), as a first run does: a run that loaded the
+        # programs an earlier one compiled would peak lower, and the comparison would be off
         run = _run_peak([*common, f"--workdir={workdir}", f"--config.train.num_steps={steps}",
                          f"--config.train.warmup_steps={min(100, steps // 2)}"],
-                        {**env, "TJ_HUGEPAGES": hugepages})
+                        {**env, "TJ_HUGEPAGES": hugepages,
+                         "TJ_JAX_CACHE_DIR": str(workdir) + "_jax_cache"})
         results["runs"][label] = run
         print(f"whole run, {label:33s} {run['peak_mib']:9.0f}  ({run['wall_s']:.0f} s)")
-    print(json.dumps(results))
+    sys.path.insert(0, str(REPO / "scripts"))
+    from bench import machine
+    results.update(steps=args.steps, machine=machine.record())
+    line = json.dumps(results)
+    print(line)
+    if args.out:
+        Path(args.out).write_text(line + "\n")
     return 0
 
 

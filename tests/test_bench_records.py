@@ -150,6 +150,20 @@ def test_first_step_row_takes_the_cold_and_the_last_warm_run():
     assert "No first-step run recorded yet." in page.render([cold_only])
 
 
+def test_memory_row_reads_the_stages_and_the_whole_runs():
+    stages = [{"stage": name, "peak_mib": mib} for name, mib in [
+        ("python interpreter", 13), ("XLA CPU client started", 214), ("flax, optax", 217),
+        ("the rest of transformer_jax.main", 250), ("text prepared (TFDS array_record)", 282)]]
+    runs = {"10 steps, no huge pages": {"peak_mib": 800}, "2000 steps, no huge pages":
+            {"peak_mib": 900}, "2000 steps, huge pages": {"peak_mib": 950}}
+    machine = {"cpu": "Intel Xeon", "cpus": 2, "cpu_flags": [], "date": "2026-12-03", "jax": "0.10.2"}
+    block = page.render([{"stages": stages, "runs": runs, "steps": 2000, "machine": machine}])
+    assert ("| Intel Xeon | 2 | none | 2026-12-03 | 13 | 214 | 250 | 282 | 800 | 900 | 950 "
+            "| jax 0.10.2, torch ? |") in block
+    short = {"stages": stages, "runs": runs, "steps": 500, "machine": machine}  # not the run
+    assert "No memory run recorded yet." in page.render([short])
+
+
 def test_committed_page_is_what_the_results_files_give(tmp_path):
     check = [sys.executable, str(REPO / "scripts" / "bench" / "page.py"), "--check"]
     done = subprocess.run(check, capture_output=True, text=True)

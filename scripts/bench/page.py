@@ -5,8 +5,8 @@ number is retyped:
         [--check]
 
 Each results file is one JSON line a benchmark wrote with `--out` (scripts/benchmark.py's full
-run; scripts/vs_nanogpt.sh at nanoGPT's 2,000 iterations; scripts/first_step.py), with the
-machine it ran on. Each
+run; scripts/vs_nanogpt.sh at nanoGPT's 2,000 iterations; scripts/first_step.py;
+scripts/memory.py), with the machine it ran on. Each
 table keeps one row per CPU measured (model name and logical CPUs), the latest run's, dated.
 The tables go between `<!-- results:start -->` and `<!-- results:end -->`; `--check` writes
 nothing and fails when the page is not what the results files give.
@@ -92,6 +92,18 @@ def _first_step_cells(r: dict) -> tuple[str, ...]:
             _stack(r["machine"]))
 
 
+def _memory_cells(r: dict) -> tuple[str, ...]:
+    stages = {s["stage"]: s["peak_mib"] for s in r["stages"]}
+    runs = r["runs"]
+    steps = r.get("steps", NANOGPT_ITERS)
+    return (f"{stages['python interpreter']:.0f}", f"{stages['XLA CPU client started']:.0f}",
+            f"{stages['the rest of transformer_jax.main']:.0f}",
+            f"{stages['text prepared (TFDS array_record)']:.0f}",
+            f"{runs['10 steps, no huge pages']['peak_mib']:.0f}",
+            f"{runs[f'{steps} steps, no huge pages']['peak_mib']:.0f}",
+            f"{runs[f'{steps} steps, huge pages']['peak_mib']:.0f}", _stack(r["machine"]))
+
+
 def _stack(m: dict) -> str:
     return f"jax {m.get('jax') or '?'}, torch {m.get('torch') or '?'}"
 
@@ -106,6 +118,8 @@ def render(records: list[dict]) -> str:
     nanogpt = latest_per_cpu(r for r in records if "vs_nanogpt" in r
                              and r["vs_nanogpt"]["max_iters"] == NANOGPT_ITERS)
     first_step = latest_per_cpu(r for r in records if len(r.get("first_step", ())) >= 2)
+    memory = latest_per_cpu(r for r in records if "stages" in r and "runs" in r
+                            and r.get("steps") == NANOGPT_ITERS)
     return "\n".join([
         START,
         "**`scripts/benchmark.py`, the full run** (ratios of wall time: ours over PyTorch's, "
@@ -131,6 +145,14 @@ def render(records: list[dict]) -> str:
         _table(("to first step", "imports", "init", "first call: compile", "trace + lower",
                 "peak MiB", "stack"), first_step, _first_step_cells,
                "No first-step run recorded yet."),
+        "",
+        "**`scripts/memory.py`, peak resident MiB by stage** (each stage a fresh interpreter "
+        "doing what the one before did and one thing more; then whole runs of the char LM, the "
+        f"last two of {NANOGPT_ITERS:,} steps, each with a new compilation cache):",
+        "",
+        _table(("interpreter", "+ jax, XLA client", "+ all of main's imports", "+ text prepared",
+                "run, 10 steps", f"run, {NANOGPT_ITERS:,} steps", "same, huge pages", "stack"),
+               memory, _memory_cells, "No memory run recorded yet."),
         "",
         f"Written by `python scripts/bench/page.py` from `{RESULTS.relative_to(REPO)}/`; "
         "regenerate it rather than edit it.",
