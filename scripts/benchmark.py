@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -33,11 +32,7 @@ sys.path.insert(0, REPO)
 def _emit(result: dict, mode: str, out: str) -> None:
     """Prints the run's JSON line, with the machine it ran on, and writes it to `out` if set."""
     from bench import machine
-    line = json.dumps({**result, "mode": mode, "machine": machine.record()})
-    print(line)
-    if out:
-        with open(out, "w") as f:
-            f.write(line + "\n")
+    machine.emit({**result, "mode": mode}, out)
 
 
 def _gemm(backend_list: str, smoke: bool, out: str) -> int:

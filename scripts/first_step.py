@@ -124,12 +124,8 @@ def main(argv=None) -> int:
         print(f"{name:24s}" + "".join(fmt.format(r[name]) for r in runs))
     sys.path.insert(0, str(REPO / "scripts"))
     from bench import machine
-    result = {"first_step": runs, "args": common[:1] + extra, "machine": machine.record(),
-              "hugepages_env": os.environ.get("GLIBC_TUNABLES", "")}
-    line = json.dumps(result)
-    print(line)
-    if args.out:
-        Path(args.out).write_text(line + "\n")
+    machine.emit({"first_step": runs, "args": common[:1] + extra,
+                  "hugepages_env": os.environ.get("GLIBC_TUNABLES", "")}, args.out)
     return 0
 
 

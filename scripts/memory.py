@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,11 +113,7 @@ def main(argv=None) -> int:
         print(f"whole run, {label:33s} {run['peak_mib']:9.0f}  ({run['wall_s']:.0f} s)")
     sys.path.insert(0, str(REPO / "scripts"))
     from bench import machine
-    results.update(steps=args.steps, machine=machine.record())
-    line = json.dumps(results)
-    print(line)
-    if args.out:
-        Path(args.out).write_text(line + "\n")
+    machine.emit({**results, "steps": args.steps}, args.out)
     return 0
 
 

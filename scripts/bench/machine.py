@@ -10,10 +10,12 @@ has (bf16, fp16, vnni) is what differs between the Intel CPUs these runs land on
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import re
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Optional
 
 from transformer_jax.studies import provenance
@@ -53,3 +55,12 @@ def _version(package: str) -> Optional[str]:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return None
+
+
+def emit(result: dict[str, Any], out: str = "") -> None:
+    """A benchmark's last line: `result` with this machine's record, one JSON object, printed
+    and, with `out`, written to that file (scripts/bench/results/ for the performance page)."""
+    line = json.dumps({**result, "machine": record()})
+    print(line)
+    if out:
+        Path(out).write_text(line + "\n")

@@ -233,12 +233,8 @@ def main(argv=None) -> int:
     print(format_table(rows, summary))
     print(f"val loss: nanoGPT's over 20 random held-out batches, ours over the whole held-out "
           f"split ({data['val_tokens']:,} characters); logs in {scratch}")
-    line = json.dumps({"vs_nanogpt": {"max_iters": args.max_iters, "pairs": args.pairs,
-                                      "runs": rows, "summary": summary, "data": data},
-                       "machine": record})
-    print(line)
-    if args.out:
-        Path(args.out).write_text(line + "\n")
+    machine.emit({"vs_nanogpt": {"max_iters": args.max_iters, "pairs": args.pairs,
+                                 "runs": rows, "summary": summary, "data": data}}, args.out)
     return 0
 
 
