@@ -57,7 +57,7 @@ def _run(curve, state="finished"):
     return {"status": {"state": state, "step": curve[-1][0]}, "curves": {"eval/accuracy": curve}}
 
 
-def test_summary_has_a_speed_column_per_judged_metric_from_the_seed_mean_curves():
+def test_summary_has_speed_and_late_change_columns_per_judged_metric_from_seed_mean_curves():
     e = Expectation("fast beats slow", "eval/accuracy", "fast", Comparison.BETTER, 0.0, b="slow")
     study = Study(name="toy", claim="c", published="p", base=load_config(REPO / "configs/synthetic.py", "tiny"),
                   variants={"fast": {}, "slow": {}}, seeds=(0, 1),
@@ -69,8 +69,20 @@ def test_summary_has_a_speed_column_per_judged_metric_from_the_seed_mean_curves(
             ("slow", 1): _run([(0, 0.0), (10, 0.0), (20, 0.0)], state="diverged")}
     text = report._summary_markdown(study, runs)
     header = next(l for l in text.splitlines() if l.startswith("| variant"))
-    assert header.endswith("| eval/accuracy: step at 90 % of best |")
     assert "eval/loss: step" not in header  # no expectation judges it
+    assert header.endswith("| eval/accuracy: step at 90 % of best "
+                           "| eval/accuracy: change over the last 20 % of steps |")
+    assert "eval/loss: change" not in header
     rows = {l.split(" | ")[0][2:]: l for l in text.splitlines() if l.startswith("| fast")
             or l.startswith("| slow")}
-    assert rows["fast"].endswith("| 10 |") and rows["slow"].endswith("| 20 |")
+    # last fifth of 20 steps: from the last evaluation at or before step 16 (step 10) to step 20
+    assert rows["fast"].endswith("| 10 | +0.1 (10→20) |"), rows["fast"]
+    assert rows["slow"].endswith("| 20 | +0.5 (10→20) |"), rows["slow"]  # diverged seed left out
+
+
+def test_late_change_is_a_dash_where_no_evaluation_is_early_enough():
+    e = Expectation("a at chance", "eval/accuracy", "a", Comparison.AT_MOST, 0.5)
+    study = Study(name="toy", claim="c", published="p", base=load_config(REPO / "configs/synthetic.py", "tiny"),
+                  variants={"a": {}}, seeds=(0,), metrics=("eval/accuracy",), expectations=(e,))
+    text = report._summary_markdown(study, {("a", 0): _run([(20, 0.7)])})
+    assert next(l for l in text.splitlines() if l.startswith("| a |")).endswith("| 20 | — |")

@@ -96,27 +96,50 @@ def _mean_std_interval(values: list[float]) -> str:
     return f"{np.mean(finite):.4g} ± {np.std(finite):.2g} [{low:.4g}, {high:.4g}]"
 
 
-def _speed_columns(study: Study, runs) -> dict[str, dict[str, str]]:
-    """metric -> variant -> the first step at which the variant's mean curve over its finished
-    seeds reached convergence.SPEED_FRACTION of the best variant's final value: how fast, beside
-    the final value's how far. Only for the metrics an expectation judges."""
+def _judged_mean_curves(study: Study, runs) -> dict[str, dict[str, convergence.Curve]]:
+    """metric -> variant -> its mean curve over its finished seeds, for the metrics an
+    expectation judges."""
     judged = [m for m in study.metrics if any(e.metric == m for e in study.expectations)]
+    return {metric: {v: convergence.seed_mean_curve(
+        [runs[(v, s)]["curves"].get(metric, []) for s in study.seeds
+         if runs[(v, s)]["status"].get("state") != "diverged"]) for v in study.variants}
+        for metric in judged}
+
+
+def _speed_columns(curves: dict[str, dict[str, convergence.Curve]], study: Study
+                   ) -> dict[str, dict[str, str]]:
+    """metric -> variant -> the first step at which the variant's mean curve reached
+    convergence.SPEED_FRACTION of the best variant's final value: how fast, beside the final
+    value's how far."""
     columns = {}
-    for metric in judged:
-        curves = {v: convergence.seed_mean_curve(
-            [runs[(v, s)]["curves"].get(metric, []) for s in study.seeds
-             if runs[(v, s)]["status"].get("state") != "diverged"]) for v in study.variants}
+    for metric, by_variant in curves.items():
         steps = convergence.steps_to_fraction_of_best(
-            curves, convergence.higher_is_better(metric, study.expectations))
+            by_variant, convergence.higher_is_better(metric, study.expectations))
         columns[metric] = {v: "never" if s is None else str(s) for v, s in steps.items()}
     return columns
 
 
+def _late_change_columns(curves: dict[str, dict[str, convergence.Curve]]
+                         ) -> dict[str, dict[str, str]]:
+    """metric -> variant -> how much its mean curve still moved over the last
+    convergence.FLAT_WINDOW of the steps: near 0, the budget let it flatten (a 'trains at all'
+    reading); large, the final value still measures speed."""
+    columns = {}
+    for metric, by_variant in curves.items():
+        changes = {v: convergence.window_change(c) for v, c in by_variant.items()}
+        columns[metric] = {v: "—" if c is None else f"{c.change:+.3g} ({c.start}→{c.end})"
+                           for v, c in changes.items()}
+    return columns
+
+
 def _summary_markdown(study: Study, runs) -> str:
-    speed = _speed_columns(study, runs)
+    curves = _judged_mean_curves(study, runs)
+    speed, late = _speed_columns(curves, study), _late_change_columns(curves)
     percent = round(100 * convergence.SPEED_FRACTION)
+    window = round(100 * convergence.FLAT_WINDOW)
     header = (["variant", "overrides", "diverged"] + list(study.metrics)
-              + [f"{m}: step at {percent} % of best" for m in speed])
+              + [f"{m}: step at {percent} % of best" for m in speed]
+              + [f"{m}: change over the last {window} % of steps" for m in late])
     lines = [f"# {study.name}: final metrics (mean ± std [95 % interval] over seeds "
              f"{list(study.seeds)}, diverged runs left out)", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -126,12 +149,16 @@ def _summary_markdown(study: Study, runs) -> str:
         cells = [variant, ", ".join(f"{k}={v}" for k, v in overrides.items()) or "(base)",
                  f"{diverged}/{len(seeds)}"]
         cells += [_mean_std_interval([final_value(r, m) for r in seeds]) for m in study.metrics]
-        cells += [speed[m][variant] for m in speed]
+        cells += [speed[m][variant] for m in speed] + [late[m][variant] for m in late]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"Intervals: {INTERVAL_METHOD}. Steps at {percent} % of best: the first "
               f"evaluation at which the variant's mean curve over its finished seeds reached "
               f"{percent} % of the best variant's final mean (for a lower-is-better metric, the "
-              f"best divided by {convergence.SPEED_FRACTION}); 'never': not within the run.",
+              f"best divided by {convergence.SPEED_FRACTION}); 'never': not within the run. "
+              f"Change over the last {window} % of steps: the mean curve's last value minus its "
+              f"value at the last evaluation at or before {100 - window} % of the run (steps in "
+              f"brackets): near 0, the variant had flattened at this budget; far from 0, its "
+              f"final value still measures how fast it learns as well as how far.",
               "Per seed: summary.csv. Curves: curves.png and `tensorboard --logdir` on this directory."]
     return "\n".join(lines) + "\n"
 
