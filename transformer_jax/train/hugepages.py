@@ -12,8 +12,7 @@ The char-LM step (buffers of KBs to a few MB) is unchanged within noise.
 Off unless asked for (`TJ_HUGEPAGES=1`): it pays only for programs whose buffers are large.
 On the char-LM run of configs/lm.py (500 steps, warm compilation cache, Intel Xeon with AVX-512
 and AMX, 2 CPUs; two alternating rounds) it cost time and memory: wall 24.8-25.1 s against
-23.2 s without (the restart), peak 677-685 MiB against 663. Earlier measurements on other CPUs
-agree for this model (an Intel Xeon: 1,005 against 657 MB peak, not faster; an AMD EPYC: no gain).
+23.2 s without (the restart), peak 677-685 MiB against 663.
 
 glibc reads tunables only when a process starts, so the entry points (`main`, `sweep`, the
 benchmark) call `reexec_if_useful()` first: with TJ_HUGEPAGES=1 it re-executes the same command
