@@ -11,9 +11,9 @@ before did and one thing more, so that the differences between their peaks are w
 costs: the interpreter, the imports main makes (JAX, Flax and optax, Orbax, TFDS and grain,
 TensorBoard), XLA's CPU client, the prepared text, the compiled train step. Then whole runs,
 each compiling anew: 10 steps (start-up, data, compiling) and 2,000 steps, with and without
-glibc's huge pages (`transformer_jax/train/hugepages.py`, opt-in). The last line is one JSON object with every
-number (MiB) and the machine (bench/machine.py); `--out FILE` writes it there too, for
-docs/performance.md's table (scripts/bench/page.py).
+glibc's huge pages (`transformer_jax/train/hugepages.py`, opt-in). The last line is one JSON
+object with every number (MiB) and the machine (bench/machine.py); `--out FILE` writes it there
+too, for docs/performance.md's table (scripts/bench/page.py).
 """
 from __future__ import annotations
 

@@ -4,10 +4,10 @@ Why: compiling a train step on XLA:CPU allocates a few hundred MiB for a moment 
 optimizer's passes) and frees it, but glibc keeps the freed pages in its heaps, so the
 process's resident memory stays at the compile's high-water mark and the next compile (eval
 step, probe, a 1-step program) stacks its own on top. `malloc_trim(0)` after each compile
-returns those pages. Measured (scripts/first_step.py, scripts/vs_nanogpt.sh; docs/performance.md)
-on the char-LM run of configs/lm.py, 500 steps, warm compilation cache, Intel Xeon with
-AVX-512 and AMX, 2 CPUs: peak 663 -> 591 MiB, wall unchanged (23.2 vs 23.0 s). A trim takes
-milliseconds; a run compiles a handful of programs.
+returns those pages. Measured in alternating whole runs of configs/lm.py (500 steps, warm
+compilation cache, Intel Xeon with AVX-512 and AMX, 2 CPUs): peak 663 -> 591 MiB, wall
+unchanged (23.2 vs 23.0 s); the benchmarks' figures since are on docs/performance.md. A trim
+takes milliseconds; a run compiles a handful of programs.
 
 Only where the C library is glibc (Linux); elsewhere nothing happens.
 """
