@@ -58,6 +58,18 @@ def test_sweep_end_to_end_then_rerun_changes_no_run(tmp_path):
     assert {k: v for k, v in _hashes(root).items() if "seed_" in k} == runs_before
 
 
+def test_a_probes_task_alone_does_not_count_as_training():
+    """A rerun that trains nothing still schedules a study's probes (with --jobs > 1); that
+    must not rewrite the provenance of runs trained by an earlier commit."""
+    from transformer_jax.studies import jobs as jobs_lib
+    task = lambda study, variant=None: jobs_lib.Task(study, "root", "exp.py", "default", variant)
+    names = ("a", "b", "c")
+    assert sweep.studies_trained([task("a"), task("b")], {}, names) == dict.fromkeys(names, False)
+    linked = {("a", "v"): {"c"}}  # c's runs link to a's variant v
+    assert sweep.studies_trained([task("a"), task("a", "v")], linked, names) == {
+        "a": True, "b": False, "c": True}
+
+
 def test_half_finished_sweep_completes_only_what_is_missing(tmp_path):
     study = tiny_study(tmp_path / "data")
     root = tmp_path / "study"

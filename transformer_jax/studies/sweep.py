@@ -122,7 +122,7 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
     for t in tasks:  # a study whose runs another study's task trains waits for that task too
         for name in linked.get((t.study, t.variant), ()):
             pending[name] += 1
-    trains_here = {name: bool(n) for name, n in pending.items()}
+    trains_here = studies_trained(tasks, linked, by_name)
     reported = {name: False for name in by_name}
 
     def report_when_ended(name: str) -> None:
@@ -168,6 +168,20 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
     finally:
         progress.close()
     return reported
+
+
+def studies_trained(tasks: list[jobs_lib.Task], linked: dict[tuple[str, str], set[str]],
+                    names) -> dict[str, bool]:
+    """Study name -> whether this sweep trains any of its runs (its own tasks, or another
+    study's task whose runs it links to). A probes task (variant None) trains nothing: a rerun
+    that only probes and reports must keep the provenance of the runs it did not train."""
+    trained = {name: False for name in names}
+    for t in tasks:
+        if t.variant is None:
+            continue
+        for name in (t.study, *linked.get((t.study, t.variant), ())):
+            trained[name] = True
+    return trained
 
 
 def link_identical_runs(name: str, root: Path, configs: dict[tuple[str, int], Any],
