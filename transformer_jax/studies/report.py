@@ -18,7 +18,7 @@ from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.studies import convergence
 from transformer_jax.studies.plots import plot_curves
 from transformer_jax.studies.study import (Comparison, Expectation, INTERVAL_METHOD, Judgement,
-                                           RATES, Study, Verdict, interval_of_mean)
+                                           Measure, RATES, Study, Verdict, interval_of_mean)
 from transformer_jax.train.summaries import read_scalars
 
 Curve = list[tuple[int, float]]
@@ -59,12 +59,32 @@ def value_at(run: dict[str, Any], metric: str, step: int) -> float:
     return next((value for at, value in run["curves"].get(metric, ()) if at >= step), math.nan)
 
 
+def late_gain(run: dict[str, Any], metric: str, higher_is_better: bool) -> float:
+    """How much the metric improved over the run's last convergence.FLAT_WINDOW of steps
+    (> 0: still improving, in the metric's better direction); nan for a diverged run or a curve
+    with no evaluation that early."""
+    if run["status"].get("state") == "diverged":
+        return math.nan
+    change = convergence.window_change(run["curves"].get(metric, []))
+    if change is None:
+        return math.nan
+    return change.change if higher_is_better else -change.change
+
+
 def final_values(study: Study, runs, metric: str,
                  at_step: Optional[int] = None) -> dict[str, dict[int, float]]:
     """variant -> seed -> the metric's final value (nan: diverged or missing), or with `at_step`
     its value then (`value_at`)."""
     value = (functools.partial(value_at, step=at_step) if at_step is not None else final_value)
     return {v: {s: value(runs[(v, s)], metric) for s in study.seeds} for v in study.variants}
+
+
+def judged_values(study: Study, runs, e: Expectation) -> dict[str, dict[int, float]]:
+    """variant -> seed -> what expectation `e` judges of each run (its `measure`)."""
+    if e.measure is Measure.LATE_GAIN:
+        return {v: {s: late_gain(runs[(v, s)], e.metric, e.higher_is_better)
+                    for s in study.seeds} for v in study.variants}
+    return final_values(study, runs, e.metric, e.at_step)
 
 
 def _rows(study: Study, runs) -> list[dict[str, Any]]:
@@ -173,7 +193,7 @@ def verdict_markdown(study: Study, runs, probes: str = "", analysis: str = "") -
     verdicts = []
     for e in study.expectations:
         # every variant: diverged runs count as the study's finished values (default `worst`)
-        judgement = e.judge(final_values(study, runs, e.metric, e.at_step))
+        judgement = e.judge(judged_values(study, runs, e))
         verdicts.append(judgement.verdict)
         lines.append("| " + " | ".join(verdict_cells(e, judgement)) + " |")
     lines += ["", overall_line(verdicts, study.seeds), "",
@@ -222,6 +242,8 @@ def verdict_cells(e: Expectation, j: Judgement) -> list[str]:
         effect, threshold = f"{number(j.effect)} ({order})", f"≥ {number(e.margin)}"
     if e.at_step is not None:
         effect += f", at step {e.at_step}"
+    if e.measure is Measure.LATE_GAIN:
+        effect += f", gain over the last {round(100 * convergence.FLAT_WINDOW)} % of steps"
     interval = "unmeasured" if not math.isfinite(j.high - j.low) else \
         f"[{number(j.low)}, {number(j.high)}]" + ("" if j.paired or e.b is None else " unpaired")
     verdict = j.verdict.value + (f": {j.note}" if j.note else "")

@@ -29,7 +29,7 @@ from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEED
                                            seeds_to_settle_rate, settle_note)
 
 __all__ = [  # the experiment-file API
-    "CONFIDENCE", "Comparison", "Expectation", "INTERVAL_METHOD", "Judgement", "MAX_SEEDS",
+    "CONFIDENCE", "Comparison", "Expectation", "INTERVAL_METHOD", "Judgement", "MAX_SEEDS", "Measure",
     "RATES", "SIZES", "Study", "Verdict", "decide", "difference_interval", "interval_of_mean",
     "load_config", "load_module", "load_study", "mean_interval", "mean_over_seeds", "rate_interval",
     "relative_gap", "relative_gap_interval", "seeds_to_settle", "seeds_to_settle_rate",
@@ -48,6 +48,16 @@ class Comparison(enum.Enum):
 
 
 RATES = (Comparison.FAIL_RATE_AT_LEAST, Comparison.FAIL_RATE_AT_MOST)
+
+
+class Measure(enum.Enum):
+    """What of each run's curve an expectation judges."""
+
+    FINAL = "final"  # the metric's final value (or its value at `at_step`)
+    # How much the metric still improved over the run's last fifth of steps (convergence.
+    # window_change, signed so that > 0 is better): a "trains at all" verdict asks that its
+    # baseline has flattened, e.g. AT_MOST 0.02 on the baseline's late gain.
+    LATE_GAIN = "late_gain"
 PROBES_FILE = "probes.md"  # a study's step-0 probes, as markdown (its plots beside it)
 MACHINE_FIELDS = ("data_dir", "text_path")  # where this machine keeps data: not the design
 # Config fields added after fingerprints existed (4f1c347), with the value that computes what
@@ -55,7 +65,7 @@ MACHINE_FIELDS = ("data_dir", "text_path")  # where this machine keeps data: not
 # it keeps the fingerprint its committed verdict was judged with.
 NEWER_THAN_FINGERPRINTS = {"model.causal_mask": True}
 # Expectation fields added after fingerprints existed, with their default, left out the same way.
-NEWER_EXPECTATION_FIELDS = {"at_step": None}
+NEWER_EXPECTATION_FIELDS = {"at_step": None, "measure": Measure.FINAL.value}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,8 +115,15 @@ class Expectation:
     # None: the metric's final value; a step: its value at the first logged step at or after it
     # (1: the start of training, e.g. gradients at initialization)
     at_step: Optional[int] = None
+    measure: Measure = Measure.FINAL
 
     def __post_init__(self):
+        if not isinstance(self.measure, Measure):
+            raise ConfigError(f"expectation {self.text!r}: measure={self.measure!r}; valid: "
+                              f"{', '.join(f'Measure.{m.name}' for m in Measure)}")
+        if self.measure is not Measure.FINAL and self.at_step is not None:
+            raise ConfigError(f"expectation {self.text!r}: at_step={self.at_step} goes with "
+                              f"Measure.FINAL, not {self.measure}")
         two = self.comparison in (Comparison.BETTER, Comparison.WITHIN)
         if two != (self.b is not None):
             raise ConfigError(f"expectation {self.text!r}: comparison {self.comparison.value} "
