@@ -11,7 +11,7 @@ import pytest
 from transformer_jax.config import ConfigError
 from transformer_jax.studies import report
 from transformer_jax.studies.loading import load_study
-from transformer_jax.studies.study import Comparison, Expectation, Measure
+from transformer_jax.studies.study import Comparison, Expectation, Measure, flattened
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -73,3 +73,10 @@ def test_designs_without_a_measure_keep_their_fingerprint():
         dataclasses.replace(e, measure=Measure.LATE_GAIN) for e in study.expectations))
     assert late.fingerprint() != study.fingerprint()
     assert all(e["measure"] == "late_gain" for e in late.design()["expectations"])
+
+
+def test_flattened_is_an_at_most_on_the_baselines_late_gain():
+    e = flattened("pre", "eval/loss", 0.03, higher_is_better=False)
+    assert (e.a, e.metric, e.comparison, e.margin, e.measure, e.higher_is_better) == (
+        "pre", "eval/loss", Comparison.AT_MOST, 0.03, Measure.LATE_GAIN, False)
+    assert "pre has flattened" in e.text and "0.03" in e.text

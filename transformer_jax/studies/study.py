@@ -29,11 +29,11 @@ from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEED
                                            seeds_to_settle_rate, settle_note)
 
 __all__ = [  # the experiment-file API
-    "CONFIDENCE", "Comparison", "Expectation", "INTERVAL_METHOD", "Judgement", "MAX_SEEDS", "Measure",
-    "RATES", "SIZES", "Study", "Verdict", "decide", "difference_interval", "interval_of_mean",
-    "load_config", "load_module", "load_study", "mean_interval", "mean_over_seeds", "rate_interval",
-    "relative_gap", "relative_gap_interval", "seeds_to_settle", "seeds_to_settle_rate",
-    "settle_note", "study_schedule"]
+    "CONFIDENCE", "Comparison", "Expectation", "INTERVAL_METHOD", "Judgement", "MAX_SEEDS",
+    "Measure", "RATES", "SIZES", "Study", "Verdict", "decide", "difference_interval",
+    "flattened", "interval_of_mean", "load_config", "load_module", "load_study", "mean_interval",
+    "mean_over_seeds", "rate_interval", "relative_gap", "relative_gap_interval",
+    "seeds_to_settle", "seeds_to_settle_rate", "settle_note", "study_schedule"]
 
 
 class Comparison(enum.Enum):
@@ -246,6 +246,17 @@ class Expectation:
             if verdict is Verdict.INCONCLUSIVE else ""
         return Judgement(verdict, values={self.a: values}, diverged=diverged, fill={},
                          effect=k / n, low=low, high=high, paired=False, note=note)
+
+
+def flattened(variant: str, metric: str, amount: float, higher_is_better: bool = True
+              ) -> Expectation:
+    """The "flattened" check of a "trains at all" verdict: `variant` (the baseline that trains)
+    gained at most `amount` of `metric` over its last 20 % of steps (mean over seeds), so the
+    budget measured whether the others train at all, not only how fast they learn."""
+    return Expectation(f"{variant} has flattened: its {metric} gains at most {amount:g} over "
+                       "its last 20 % of steps (else the budget measures speed as well)", metric,
+                       variant, Comparison.AT_MOST, amount, higher_is_better=higher_is_better,
+                       measure=Measure.LATE_GAIN)
 
 
 @dataclasses.dataclass(frozen=True)
