@@ -4,6 +4,7 @@ the seeds-needed estimate, and what summary.md / verdict.md / report.md show."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 import warnings
 
 import ml_collections
@@ -338,6 +339,15 @@ def test_verdict_table_and_overall_line_and_index(tmp_path):
     assert "| expected | effect | 95 % interval | threshold | verdict |" in index
     assert "| x beats y | 0.4 (x − y) | [0.3255, 0.4745] | ≥ 0.2 | holds |" in index
     assert "per-seed" not in index and "**Verdict: the claim partly holds" in index
+
+
+def test_a_study_without_expectations_is_not_judged_rather_than_holding():
+    text = report.verdict_markdown(_study(expectations=()), RUNS, analysis="checks: 2/3 pass")
+    assert "**Verdict: the claim is not judged on this run** (0 hold" in text
+    assert "holds on this run" not in text
+    from transformer_jax.studies import pages
+    written = pages.parse_verdict(text, Path("s_verdict.md"))
+    assert written.cell.startswith("not judged: no expectations")
 
 
 def test_verdict_row_of_a_fail_rate():

@@ -115,6 +115,8 @@ class WrittenVerdict:
     def cell(self) -> str:
         """'partly holds: 2 of 5 hold, 3 inconclusive' (a table cell)."""
         c = self.counts
+        if not c["total"]:
+            return "not judged: no expectations (its analysis' checks are the findings)"
         failed = f", {c['failed']} {'does' if c['failed'] == 1 else 'do'} not" \
             if c["failed"] else ""
         extra = failed + (f", {c['inconclusive']} inconclusive" if c["inconclusive"] else "")

@@ -215,7 +215,8 @@ def verdict_markdown(study: Study, runs, probes: str = "", analysis: str = "") -
 def overall_line(verdicts: list[Verdict], seeds) -> str:
     counts = {v: verdicts.count(v) for v in Verdict}
     held, failed = counts[Verdict.HOLDS], counts[Verdict.FAILS]
-    overall = ("holds" if held == len(verdicts) else "partly holds" if held
+    overall = ("is not judged" if not verdicts  # no expectations: nothing holds by default
+               else "holds" if held == len(verdicts) else "partly holds" if held
                else "does not hold" if failed else "is inconclusive")
     return (f"**Verdict: the claim {overall} on this run** ({held} hold, {failed} do not hold, "
             f"{counts[Verdict.INCONCLUSIVE]} inconclusive of {len(verdicts)} expectations; "
