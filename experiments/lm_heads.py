@@ -54,7 +54,7 @@ def get_study(size: str) -> Study:
     )
     knockouts = (
         head_importance.Check("h4: the most important head has a role (previous-token or "
-                              "induction)", name(4), lambda imp, sc: has_role_at_top(imp, sc)),
+                              "induction)", name(4), head_importance.top_head_has_role),
         head_importance.Check(f"h4: the largest knock-out costs ≥ {KNOCKOUT_COST_MIN} nats",
                               name(4), lambda imp, sc: imp.max() >= KNOCKOUT_COST_MIN),
     )
@@ -78,12 +78,3 @@ def get_study(size: str) -> Study:
                   head_importance.make_analysis("loss", knockouts)),
     )
 
-
-def has_role_at_top(importance: np.ndarray, scores) -> bool:
-    """importance [L, H]: the head whose knock-out costs most has head_roles' previous-token
-    (score ≥ 0.5) or induction (prefix matching ≥ 0.3) role."""
-    if not scores:
-        return False
-    top = np.unravel_index(np.argmax(importance), importance.shape)
-    return bool(scores["previous_token"][top] >= head_roles.PREVIOUS_TOKEN
-                or scores["prefix_matching"][top] >= head_roles.INDUCTION)

@@ -73,3 +73,24 @@ def test_repeated_tokens_repeat_once_without_a_repeat_inside_a_period():
     np.testing.assert_array_equal(x[:, :8], x[:, 8:])
     assert all(len(set(row[:8])) == 8 for row in x)
     np.testing.assert_array_equal(x, hr.repeated_tokens(1, 20, 8, num=5))  # fixed
+
+
+def test_voitas_question_per_seed_reads_the_right_heads():
+    from transformer_jax.studies.analysis import head_importance as hi
+    # 2 layers x 3 heads: L0 H1 previous-token, L1 H2 induction, the rest no role
+    prev = np.array([[0.1, 0.9, 0.2], [0.1, 0.1, 0.1]])
+    prefix = np.array([[0.0, 0.0, 0.0], [0.0, 0.1, 0.6]])
+    scores = {"previous_token": prev, "prefix_matching": prefix}
+    assert hi.has_role(scores).tolist() == [[False, True, False], [False, False, True]]
+    assert hi.has_role({}) is None
+    roles_matter = np.array([[0.01, 0.5, 0.02], [0.03, 0.0, 0.3]])
+    assert hi.top_head_has_role(roles_matter, scores) and hi.roles_cost_more(roles_matter, scores)
+    assert hi.roles_in_top(roles_matter, scores, 2) == 2
+    assert hi.roles_in_top(roles_matter, scores, 3) == 2 and hi.roles_in_top(roles_matter, {}, 3) == 0
+    others_matter = np.array([[0.6, 0.01, 0.5], [0.4, 0.0, 0.02]])  # L0 H0 most, no role
+    assert not hi.top_head_has_role(others_matter, scores)
+    assert not hi.roles_cost_more(others_matter, scores)
+    assert hi.roles_in_top(others_matter, scores, 2) == 0
+    no_roles = {"previous_token": prev * 0, "prefix_matching": prefix * 0}
+    assert not hi.roles_cost_more(roles_matter, no_roles)  # nothing to compare
+    assert not hi.top_head_has_role(roles_matter, {})

@@ -154,6 +154,39 @@ def role_scores(rows: Mapping, variant: str, seed: int, shape: tuple[int, int]
             for name in ("previous_token", "prefix_matching")}
 
 
+# ---------------------------------------------------------------- Voita's question, per seed
+# (importance [L, H], role_scores' dict; empty scores: no head has a role)
+
+def has_role(scores: Mapping[str, np.ndarray]) -> Optional[np.ndarray]:
+    """[L, H] bool: the head is previous-token or induction by head_roles' thresholds; None
+    without scores."""
+    if not scores:
+        return None
+    return ((scores["previous_token"] >= head_roles.PREVIOUS_TOKEN)
+            | (scores["prefix_matching"] >= head_roles.INDUCTION))
+
+
+def top_head_has_role(importance: np.ndarray, scores: Mapping[str, np.ndarray]) -> bool:
+    """The head whose knock-out costs most is a previous-token or induction head."""
+    role = has_role(scores)
+    return role is not None and bool(role.flat[np.argmax(importance)])
+
+
+def roles_in_top(importance: np.ndarray, scores: Mapping[str, np.ndarray], k: int) -> int:
+    """How many of the k heads whose knock-out costs most have a role."""
+    role = has_role(scores)
+    return 0 if role is None else int(role.flat[np.argsort(-importance.ravel())[:k]].sum())
+
+
+def roles_cost_more(importance: np.ndarray, scores: Mapping[str, np.ndarray]) -> bool:
+    """Heads with a role cost more, on average, when knocked out than heads without one
+    (Voita et al. 2019); False when no head, or every head, has a role."""
+    role = has_role(scores)
+    if role is None or role.all() or not role.any():
+        return False
+    return bool(importance[role].mean() > importance[~role].mean())
+
+
 def _checks_markdown(results, rows, checks: tuple[Check, ...]) -> str:
     if not checks:
         return ""
