@@ -208,8 +208,11 @@ def test_final_value_and_verdict_markdown_mark_diverged_runs(tmp_path):
 def test_experiment_files_declare_a_complete_study(name):
     for size in ("tiny", "default", "large"):
         study = load_study(REPO / "experiments" / f"{name}.py", size)
-        assert study.claim and study.published and study.expectations
-        assert len(study.seeds) >= 3 and len(study.variants) >= 2
+        assert study.claim and study.published
+        if study.expectations:  # judged with intervals over seeds
+            assert len(study.seeds) >= 3 and len(study.variants) >= 2
+        else:  # one model read by its analyses (lm_head_roles): their checks are its findings
+            assert study.analyses
         for variant in study.variants:  # every variant is a valid, buildable config
             config = study.config(variant, study.seeds[0])
             assert config.model.d_model > 0
