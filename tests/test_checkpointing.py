@@ -201,3 +201,26 @@ def test_nnx_model_and_optimizer_state_round_trip(tmp_path):
     train_step(model, optimizer)
     train_step(fresh, fresh_opt)
     np.testing.assert_array_equal(fresh(x), model(x))
+
+
+def test_a_fresh_run_imports_orbax_only_when_it_saves(tmp_path):
+    """Orbax (~28 MiB) is imported at the first save or resume, not before the first step's
+    compile: a subprocess, since this test process has long imported it."""
+    import subprocess
+    import sys
+    script = (
+        "import sys, numpy as np\n"
+        "import transformer_jax.main\n"
+        "from transformer_jax.train.checkpointing import Checkpointer\n"
+        "loaded = lambda: 'orbax.checkpoint' in sys.modules\n"
+        f"c = Checkpointer({str(tmp_path / 'ckpt')!r})\n"
+        "assert c.all_steps() == [] and c.latest_step() is None and not loaded(), 'eager'\n"
+        "c.save(2, {'a': np.ones(2)}, {'k': 1})\n"
+        "assert loaded() and c.all_steps() == [2]\n"
+        "c.close()\n"
+        f"again = Checkpointer({str(tmp_path / 'ckpt')!r})\n"
+        "assert again.all_steps() == [2]\n"
+        "step, state, meta = again.restore({'a': np.zeros(2)})\n"
+        "assert step == 2 and state['a'].tolist() == [1.0, 1.0] and meta == {'k': 1}\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

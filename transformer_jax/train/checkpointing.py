@@ -54,10 +54,16 @@ import sys
 from typing import Any, Iterator, Mapping
 
 import jax
-import orbax.checkpoint as ocp
 from absl import logging
 
 PyTree = Any
+
+
+def _ocp():
+    """orbax.checkpoint, imported on first use: a run imports it at its first save or resume,
+    after the first step's compile, so its ~28 MiB do not add to that compile's peak."""
+    import orbax.checkpoint as ocp
+    return ocp
 
 _STATE = "state"
 _META = "meta"
@@ -160,25 +166,36 @@ class Checkpointer:
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         self.directory = os.path.abspath(directory)
-        options = ocp.CheckpointManagerOptions(
-            max_to_keep=keep,
-            enable_async_checkpointing=False,
-            create=True,
-            cleanup_tmp_directories=True,
-        )
-        with _quiet_orbax():
-            self._manager = ocp.CheckpointManager(
-                self.directory,
-                item_handlers={
-                    _STATE: ocp.StandardCheckpointHandler(),
-                    _META: ocp.JsonCheckpointHandler(),
-                },
-                options=options,
-            )
+        os.makedirs(self.directory, exist_ok=True)
+        self._keep = keep
+        self._orbax_manager = None  # made on first use (`_manager`)
         self._written: set[int] = set()  # steps saved by this instance since the last restore
+
+    @property
+    def _manager(self):
+        if self._orbax_manager is None:
+            ocp = _ocp()
+            options = ocp.CheckpointManagerOptions(
+                max_to_keep=self._keep,
+                enable_async_checkpointing=False,
+                create=True,
+                cleanup_tmp_directories=True,
+            )
+            with _quiet_orbax():
+                self._orbax_manager = ocp.CheckpointManager(
+                    self.directory,
+                    item_handlers={
+                        _STATE: ocp.StandardCheckpointHandler(),
+                        _META: ocp.JsonCheckpointHandler(),
+                    },
+                    options=options,
+                )
+        return self._orbax_manager
 
     def all_steps(self) -> list[int]:
         """Steps of all finalized checkpoints, ascending (tmp directories are never listed)."""
+        if self._orbax_manager is None and not os.listdir(self.directory):
+            return []  # a fresh run: no need to import Orbax to know that
         with _quiet_orbax():
             self._manager.reload()  # another process (or a test) may have changed the directory
             return sorted(int(s) for s in self._manager.all_steps())
@@ -206,6 +223,7 @@ class Checkpointer:
             for stale in [s for s in self.all_steps() if s >= step]:
                 logging.warning("replacing checkpoint at step %d before saving step %d", stale, step)
                 self._manager.delete(stale)
+            ocp = _ocp()
             saved = self._manager.save(
                 step,
                 args=ocp.args.Composite(
@@ -229,6 +247,7 @@ class Checkpointer:
         saved (changed model config), and silently training from scratch would hide it.
         Dtypes follow `target` (Orbax casts), shapes and tree structure must match exactly.
         """
+        ocp = _ocp()
         abstract = jax.tree.map(ocp.tree.to_shape_dtype_struct, target)
         _ignore_closed_loop_callbacks()  # before: a failing read's callbacks can come at once
         self._written.clear()  # the run rewinds to what is restored; later saves must rewrite
@@ -264,8 +283,10 @@ class Checkpointer:
         return None
 
     def close(self) -> None:
+        if self._orbax_manager is None:
+            return
         with _quiet_orbax():
-            self._manager.close()
+            self._orbax_manager.close()
 
     def __enter__(self) -> Checkpointer:
         return self
