@@ -342,12 +342,14 @@ def test_verdict_table_and_overall_line_and_index(tmp_path):
 
 
 def test_a_study_without_expectations_is_not_judged_rather_than_holding():
-    text = report.verdict_markdown(_study(expectations=()), RUNS, analysis="checks: 2/3 pass")
+    checks = ("| check | seeds passing | verdict |\n|---|---|---|\n| a | 1/1 | PASS |\n"
+              "| b | 0/1 | FAIL |\n| c | 1/2 | MIXED |")
+    text = report.verdict_markdown(_study(expectations=()), RUNS, analysis=checks)
     assert "**Verdict: the claim is not judged on this run** (0 hold" in text
     assert "holds on this run" not in text
     from transformer_jax.studies import pages
     written = pages.parse_verdict(text, Path("s_verdict.md"))
-    assert written.cell.startswith("not judged: no expectations")
+    assert written.cell == "not judged (no expectations); its analyses' checks: 1 of 3 pass"
 
 
 def test_verdict_row_of_a_fail_rate():

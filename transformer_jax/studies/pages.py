@@ -115,8 +115,12 @@ class WrittenVerdict:
     def cell(self) -> str:
         """'partly holds: 2 of 5 hold, 3 inconclusive' (a table cell)."""
         c = self.counts
-        if not c["total"]:
-            return "not judged: no expectations (its analysis' checks are the findings)"
+        if not c["total"]:  # its findings are its analyses' checks: count those
+            checks = [l.rsplit("|", 2)[1].strip() for l in self.sections
+                      if l.rstrip().endswith(("| PASS |", "| FAIL |", "| MIXED |"))]
+            passed = checks.count("PASS")
+            return (f"not judged (no expectations); its analyses' checks: {passed} of "
+                    f"{len(checks)} pass")
         failed = f", {c['failed']} {'does' if c['failed'] == 1 else 'do'} not" \
             if c["failed"] else ""
         extra = failed + (f", {c['inconclusive']} inconclusive" if c["inconclusive"] else "")
