@@ -46,3 +46,30 @@ def test_glibc_trim_is_found_here():
     """This project's machines are Linux with glibc: the real function, which returns 0 or 1."""
     trim = compile_memory._malloc_trim()
     assert trim is not None and trim(0) in (0, 1)
+
+
+def test_the_entry_points_set_up_caps_malloc_arenas(monkeypatch):
+    asked = []
+    monkeypatch.setattr(cli, "enable_compilation_cache", lambda: None)
+    monkeypatch.setattr(compile_memory, "limit_arenas", lambda *a: asked.append(a) or True)
+    cli.set_up_compilation()
+    assert asked == [()]
+
+
+def test_glibc_mallopt_accepts_the_arena_cap():
+    """glibc's mallopt returns 1 on success; the real call, with the value the set-up uses (a
+    wrong parameter number, e.g. M_ARENA_TEST's -7 for M_ARENA_MAX's -8, would be taken as
+    well, so the number itself is checked against glibc's malloc.h)."""
+    assert compile_memory.M_ARENA_MAX == -8 and compile_memory.ARENAS == 2
+    assert compile_memory.limit_arenas() is True
+
+
+def test_the_trainer_gives_memory_back_after_each_evaluation(monkeypatch, tmp_path):
+    from helpers_train import tiny_config
+    from transformer_jax.train import loop
+    calls = []
+    monkeypatch.setattr(compile_memory, "give_back", lambda: calls.append(1))
+    config = tiny_config(overrides={"train.num_steps": 6, "train.eval_every": 2,
+                                    "train.warmup_steps": 0, "data.data_dir": str(tmp_path / "d")})
+    loop.train_and_evaluate(config, str(tmp_path / "run"))
+    assert len(calls) == 3  # evaluations after steps 2, 4 and 6

