@@ -6,8 +6,6 @@ step outside the compiled program.
 """
 from __future__ import annotations
 
-import functools
-
 import math
 from typing import Any, Callable, Optional
 
@@ -225,37 +223,28 @@ def make_logged_multi_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
 def make_multi_step(train_step: Callable, last_step: Optional[Callable] = None) -> Callable:
     """(state, batches [k, ...], rng) -> (state after k steps, metrics stacked [k, ...]).
 
-    k optimizer steps in two compiled calls: `jax.lax.scan` of `train_step` over the first k - 1
-    stacked batches (one program per distinct k), then `last_step` (a jitted step) on the last.
-    A small model on a CPU spends much of a step in per-call overhead (dispatch, argument
-    handling, thread wake-ups between many small kernels, the host loop); one call per k - 1
-    steps pays it once. The scan body is the unchanged (jitted, inlined) train step.
+    k optimizer steps in one compiled call (`jax.lax.scan` over k stacked batches; one program
+    per distinct k). A small model on a CPU spends much of a step in per-call overhead (dispatch,
+    argument handling, thread wake-ups between many small kernels, the host loop); one call per
+    k steps pays it once. The scan body is the unchanged (jitted, inlined) train step.
 
     last_step: a different step for the call's last batch, the one the trainer logs (calls end
-    on every log step): the trainer passes a step without diagnostics as `train_step` and its
-    own one-step program, with them, here. That program is not compiled a second time inside
-    the k-step one: each program is smaller, so compiling it peaks lower and ends sooner.
-    Metrics that only `last_step` returns are NaN at the other k - 1 steps.
+    on every log step): the trainer passes a step without diagnostics as `train_step` and one
+    with them here. Metrics that only `last_step` returns are NaN at the other k - 1 steps.
     """
     last_step = last_step or train_step
 
-    @functools.partial(jax.jit, donate_argnums=(0,))
-    def lean_steps(state, batches, rng):
-        return jax.lax.scan(lambda s, batch: train_step(s, batch, rng), state, batches)
-
     def multi_step(state, batches, rng):
         first = jax.tree.map(lambda x: x[:-1], batches)
-        state, metrics = lean_steps(state, first, rng)
+        state, metrics = jax.lax.scan(lambda s, batch: train_step(s, batch, rng), state, first)
         state, last = last_step(state, jax.tree.map(lambda x: x[-1], batches), rng)
         before = jax.tree.leaves(first)[0].shape[0]
-        # on the host (the trainer fetches the metrics at once): no eager device ops to compile
-        stacked = {k: np.concatenate([np.asarray(metrics[k]) if k in metrics else
-                                      np.full((before,) + v.shape, np.nan, v.dtype),
-                                      np.asarray(v)[None]])
+        stacked = {k: jnp.concatenate([metrics[k] if k in metrics else
+                                       jnp.full((before,) + v.shape, jnp.nan, v.dtype), v[None]])
                    for k, v in last.items()}
         return state, stacked
 
-    return multi_step
+    return jax.jit(multi_step, donate_argnums=(0,))
 
 
 def next_call_size(step: int, stop: int, k: int, boundaries) -> int:
