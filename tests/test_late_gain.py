@@ -67,7 +67,7 @@ def test_late_gain_with_a_step_or_a_bad_measure_is_one_clear_error():
 
 
 def test_designs_without_a_measure_keep_their_fingerprint():
-    study = load_study(EXPERIMENTS / "residuals.py", "default")
+    study = load_study(EXPERIMENTS / "scaling.py", "default")  # a study without the check
     assert all("measure" not in e for e in study.design()["expectations"])
     late = dataclasses.replace(study, expectations=tuple(
         dataclasses.replace(e, measure=Measure.LATE_GAIN) for e in study.expectations))
