@@ -321,7 +321,10 @@ def suite_times(root: Path) -> list[str]:
         return []
     lines = ["", "## How long each suite takes", "",
              "From the sweep's start to its last study's report (`scripts/run.sh --suite=NAME` "
-             "runs two workers), on the machine named:", "",
+             "runs two workers), on the machine named. A time includes compiling each program "
+             "unless JAX's persistent compilation cache ($TJ_JAX_CACHE_DIR, by default "
+             "~/.cache/transformer_jax/jax_cache) held it from an earlier run on that machine: "
+             "a first run on a new machine compiles everything.", "",
              "| suite | studies | runs | size | wall | machine | date |", "|---|---|---|---|---|---|---|"]
     for r in records:
         lines.append(f"| {r['suite']} | {', '.join(r['studies'])} | {r['runs']} | {r['size']} | "
