@@ -204,7 +204,7 @@ def test_nnx_model_and_optimizer_state_round_trip(tmp_path):
 
 
 def test_a_fresh_run_imports_orbax_only_when_it_saves(tmp_path):
-    """Orbax (~28 MiB) is imported at the first save or resume, not before the first step's
+    """Orbax (~21 MiB) is imported at the first save or resume, not before the first step's
     compile: a subprocess, since this test process has long imported it."""
     import subprocess
     import sys

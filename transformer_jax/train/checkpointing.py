@@ -61,7 +61,8 @@ PyTree = Any
 
 def _ocp():
     """orbax.checkpoint, imported on first use: a run imports it at its first save or resume,
-    after the first step's compile, so its ~28 MiB do not add to that compile's peak."""
+    after the first step's compile, so its ~21 MiB (scripts/memory.py) do not add to
+    that compile's peak."""
     import orbax.checkpoint as ocp
     return ocp
 

@@ -23,35 +23,34 @@ BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # jax.monitoring
 
 
 @functools.cache
-def _malloc_trim() -> Optional[Callable[[int], int]]:
-    """glibc's malloc_trim, or None where the C library has none."""
+def _glibc() -> Optional[ctypes.CDLL]:
+    """The C library where it is glibc (Linux); None elsewhere."""
     try:
         if os.confstr("CS_GNU_LIBC_VERSION") is None:
             return None
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     except (AttributeError, OSError, ValueError):  # no confstr name (not Linux), no libc
         return None
+
+
+def _malloc_trim() -> Optional[Callable[[int], int]]:
+    """glibc's malloc_trim, or None where the C library has none."""
+    libc = _glibc()
+    return None if libc is None else libc.malloc_trim
 
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 ARENAS = 2  # malloc arenas per process, for all threads
 
 
-@functools.cache
-def _mallopt() -> Optional[Callable[[int, int], int]]:
-    """glibc's mallopt, or None where the C library has none."""
-    trim = _malloc_trim()
-    return None if trim is None else ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-
-
 def limit_arenas(arenas: int = ARENAS) -> bool:
     """Caps glibc's malloc arenas (default 8 per core), as MALLOC_ARENA_MAX would: XLA's and the
     input pipeline's threads otherwise each grow a heap of their own, whose freed pages glibc
     keeps. Measured on a 2,000-step configs/lm.py run with a warm compile cache (Intel Xeon,
-    2 CPUs): RSS crept from 494 to 588 MiB over training with the default, to 552 with 2
+    2 CPUs): RSS crept from 494 to 588 MiB over training with the default, to 552-557 with 2
     arenas, at the same wall time. Returns whether it was set (False without glibc)."""
-    mallopt = _mallopt()
-    return mallopt is not None and mallopt(M_ARENA_MAX, arenas) == 1
+    libc = _glibc()
+    return libc is not None and libc.mallopt(M_ARENA_MAX, arenas) == 1
 
 
 def give_back() -> None:
