@@ -30,8 +30,9 @@ import functools
 from pathlib import Path
 
 from transformer_jax.studies.analysis import depth as depth_eval
-from transformer_jax.studies.study import (Comparison, Expectation, Study, flattened,
-                                           load_config, study_schedule)
+from transformer_jax.studies.study import (FLAT_ACCURACY, FLATTENED_ADDED, Comparison,
+                                           Expectation, Study, flattened, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {
@@ -53,12 +54,6 @@ CAREFUL = {
     "res_no_norm_warmup_clip": ("res_no_norm", {"train.grad_clip_norm": 1.0}),
 }
 WARMUP_FRACTION = 4  # warm-up = steps // 4, as norm_placement's post_warmup
-# The "flattened" check (issue 32), written before the run that judges it: a "trains at all"
-# verdict is only about capability if the variant that trains had stopped improving. Amount:
-# 0.02 accuracy over the last 20 % of steps, under the smallest margin (0.05) of the "trains at
-# all" expectations of residuals, norm_placement, depth and residual_flow, so that what the
-# baseline still gains could not alone make up a margin. The same rule for all four studies.
-FLAT = 0.02
 LEARNING_RATE = 3e-3  # as the norm-placement study: high enough that Post-LN needs warm-up
 FAILED = 0.0  # a diverged run counts as accuracy 0: here divergence is the expected failure
 
@@ -134,11 +129,12 @@ def get_study(size: str) -> Study:
                         b=variant("res_no_norm_warmup_clip", deep), worst=FAILED),
             pre_res_wins("the norm, even with warm-up and clipping,",
                          "residuals without a norm given both", "res_no_norm_warmup_clip", deep),
-            flattened(variant("pre_res", deep), acc, FLAT),
-            flattened(variant("post_res_warmup", deep), acc, FLAT),
+            flattened(variant("pre_res", deep), acc, FLAT_ACCURACY),
+            flattened(variant("post_res_warmup", deep), acc, FLAT_ACCURACY),
         ),
-        amendments=("issue 32: the 'flattened' check (a new expectation, no threshold moved), added after results had been seen; the depth page already showed pre_res still gaining ≈ 0.04 over its "
-                    "last 50 steps when the amount was fixed (by the rule above, not by that)",),
+        amendments=(FLATTENED_ADDED + "; the depth page already showed pre_res still gaining "
+                    "≈ 0.04 over its last 50 steps when the amount was fixed (by FLAT_ACCURACY's "
+                    "rule, not by that)",),
         probes=functools.partial(depth_eval.write_probes, depth=deep),
         suite="depth",
         analyses=(depth_eval.accuracy_by_depth,),

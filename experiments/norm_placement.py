@@ -10,17 +10,11 @@ with no statistics at all, is claimed to match LayerNorm in Pre-LN stacks (Zhu e
 from pathlib import Path
 
 from transformer_jax.studies.analysis import probes
-from transformer_jax.studies.study import (Comparison, Expectation, Study, flattened,
-                                           load_config, study_schedule)
+from transformer_jax.studies.study import (FLAT_ACCURACY, FLATTENED_ADDED, Comparison,
+                                           Expectation, Study, flattened, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
-
-# The "flattened" check (issue 32), written before the run that judges it: a "trains at all"
-# verdict is only about capability if the variant that trains had stopped improving. Amount:
-# 0.02 accuracy over the last 20 % of steps, under the smallest margin (0.05) of the "trains at
-# all" expectations of residuals, norm_placement, depth and residual_flow, so that what the
-# baseline still gains could not alone make up a margin. The same rule for all four studies.
-FLAT = 0.02
 SIZES = {
     "tiny": dict(steps=30, d_model=32, layers=2, lr=3e-3),
     "default": dict(steps=300, d_model=64, layers=6, lr=3e-3),
@@ -68,10 +62,10 @@ def get_study(size: str) -> Study:
             Expectation("DyT trains close to LayerNorm (Pre-LN, no warm-up: accuracy within 5 %)",
                         "eval/accuracy", "pre_dyt_no_warmup", Comparison.WITHIN, 0.05,
                         b="pre_no_warmup"),
-            flattened("pre_no_warmup", "eval/accuracy", FLAT),
-            flattened("post_warmup", "eval/accuracy", FLAT),
+            flattened("pre_no_warmup", "eval/accuracy", FLAT_ACCURACY),
+            flattened("post_warmup", "eval/accuracy", FLAT_ACCURACY),
         ),
-        amendments=("issue 32: the 'flattened' check (a new expectation, no threshold moved), added after results had been seen",),
+        amendments=(FLATTENED_ADDED,),
         probes=write_probes,
     )
 

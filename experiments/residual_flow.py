@@ -22,16 +22,11 @@ import functools
 from pathlib import Path
 
 from transformer_jax.studies.analysis import depth as depth_eval
-from transformer_jax.studies.study import (Comparison, Expectation, Study, flattened,
-                                           load_config, study_schedule)
+from transformer_jax.studies.study import (FLAT_ACCURACY, FLATTENED_ADDED, Comparison,
+                                           Expectation, Study, flattened, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
-# The "flattened" check (issue 32), written before the run that judges it: a "trains at all"
-# verdict is only about capability if the variant that trains had stopped improving. Amount:
-# 0.02 accuracy over the last 20 % of steps, under the smallest margin (0.05) of the "trains at
-# all" expectations of residuals, norm_placement, depth and residual_flow, so that what the
-# baseline still gains could not alone make up a margin. The same rule for all four studies.
-FLAT = 0.02
 SIZES = {
     "tiny": dict(steps=20, d_model=16, depths=(2, 3)),
     "default": dict(steps=300, d_model=64, depths=(6, 24)),
@@ -89,11 +84,12 @@ def get_study(size: str) -> Study:
             Expectation(f"after training, without residuals at {deep} layers, the ratio stays "
                         f"under {FADED} (mean ≤ {FADED})", RATIO, name(False, deep),
                         Comparison.AT_MOST, FADED),
-            flattened(name(True, shallow), acc, FLAT),
-            flattened(name(True, deep), acc, FLAT),
+            flattened(name(True, shallow), acc, FLAT_ACCURACY),
+            flattened(name(True, deep), acc, FLAT_ACCURACY),
         ),
-        amendments=("issue 32: the 'flattened' check (a new expectation, no threshold moved), added after results had been seen; this page already showed both residual arms' late change under 0.01 "
-                    "when the amount was fixed (by the rule above, not by that)",),
+        amendments=(FLATTENED_ADDED + "; this page already showed both residual arms' late "
+                    "change under 0.01 when the amount was fixed (by FLAT_ACCURACY's rule, not by "
+                    "that)",),
         probes=functools.partial(depth_eval.write_probes, depth=deep),
         suite="mechanisms",
     )

@@ -10,17 +10,11 @@ shallow one still learns.
 from pathlib import Path
 
 from transformer_jax.studies.analysis import probes
-from transformer_jax.studies.study import (Comparison, Expectation, Study, flattened,
-                                           load_config, study_schedule)
+from transformer_jax.studies.study import (FLAT_ACCURACY, FLATTENED_ADDED, Comparison,
+                                           Expectation, Study, flattened, load_config,
+                                           study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
-
-# The "flattened" check (issue 32), written before the run that judges it: a "trains at all"
-# verdict is only about capability if the variant that trains had stopped improving. Amount:
-# 0.02 accuracy over the last 20 % of steps, under the smallest margin (0.05) of the "trains at
-# all" expectations of residuals, norm_placement, depth and residual_flow, so that what the
-# baseline still gains could not alone make up a margin. The same rule for all four studies.
-FLAT = 0.02
 SIZES = {
     "tiny": dict(steps=30, d_model=32, deep=4),
     "default": dict(steps=300, d_model=64, deep=6),
@@ -55,9 +49,9 @@ def get_study(size: str) -> Study:
             Expectation(f"1 layer without residuals beats {deep} without (accuracy ≥ 0.05)",
                         "eval/accuracy", "no_residual_1_layer", Comparison.BETTER, 0.05,
                         b=f"no_residual_{deep}_layers"),
-            flattened(f"residual_{deep}_layers", "eval/accuracy", FLAT),
+            flattened(f"residual_{deep}_layers", "eval/accuracy", FLAT_ACCURACY),
         ),
-        amendments=(f"issue 32: the 'flattened' check (a new expectation, no threshold moved), added after results had been seen",),
+        amendments=(FLATTENED_ADDED,),
         probes=write_probes,
     )
 
