@@ -102,7 +102,7 @@ class Ours:
     def multi_step(self):
         """k steps per call, as the trainer builds it (`train.steps_per_call`)."""
         return steps.make_logged_multi_step(self.graphdef, self.model, self.tx, self.schedule,
-                                            self.train_step, microbatches=self.train.microbatches)
+                                            microbatches=self.train.microbatches)
 
     def evaluate(self, batches) -> float:
         """Mean eval loss over the batches (weighted, as `train.evaluate` sums it)."""
