@@ -4,7 +4,8 @@
     python scripts/benchmark.py            # full run (~10 min on 2 cores)
     python scripts/benchmark.py --quick    # 200 charlm steps, 2 midsize steps
     python scripts/benchmark.py --smoke    # seconds-sized shapes (the test suite's)
-    python scripts/benchmark.py --profile  # the trainer's k-step program vs one step per call
+    python scripts/benchmark.py --profile  # the trainer's k-step program vs one step per call,
+                                           # and XLA:CPU's options on that program
     python scripts/benchmark.py --ops midsize  # one step traced: where its time goes, per kernel
     python scripts/benchmark.py --gemm     # the models' matmul shapes: XLA's dots vs PyTorch's
 
@@ -57,7 +58,8 @@ def main(argv=None) -> int:
     size.add_argument("--smoke", action="store_true", help="tiny shapes, for tests (seconds)")
     parser.add_argument("--profile", action="store_true",
                         help="instead: the charlm trainer's variants (k steps per call, one "
-                             "microbatch, PyTorch) against one step per call, worker processes")
+                             "microbatch, PyTorch, XLA:CPU's options) against one step per "
+                             "call, worker processes")
     parser.add_argument("--ops", choices=("charlm", "midsize"),
                         help="instead: trace that configuration's train step and show where its "
                              "time goes, kernel by kernel (op_profile)")

@@ -174,3 +174,26 @@ def test_committed_page_is_what_the_results_files_give(tmp_path):
     stale.write_text(text.replace(number, " 9.99 ", 1))
     done = subprocess.run(check + ["--page", str(stale)], capture_output=True, text=True)
     assert done.returncode == 1 and "out of date" in done.stderr
+
+
+def test_profile_table_rows_per_variant_with_its_reference_and_arithmetic():
+    rows = {"trainer": {"ms_per_step": 36.0, "ratio_vs_trainer": 1.0, "peak_mib": 600.4},
+            "scan_10": {"ms_per_step": 26.0, "ratio_vs_trainer": 0.722, "peak_mib": 700.0},
+            "torch_2_threads": {"ms_per_step": 24.0, "ratio_vs_trainer": 0.667, "peak_mib": 500.0},
+            "xla_no_ynn": {"ms_per_step": 30.0, "ratio_vs_trainer": 0.833, "reference": "scan_10",
+                           "peak_mib": 450.0,
+                           "ratio_vs_reference": 1.154, "same_arithmetic": False,
+                           "xla_flags": "--xla_cpu_experimental_ynn_fusion_type="}}
+    machine = {"cpu": "Intel Xeon", "cpus": 2, "cpu_flags": ["avx512f"], "date": "2026-12-04",
+               "jax": "0.10.2", "torch": "2.13.0"}
+    block = page.render([{"mode": "profile", "profile": rows, "machine": machine}])
+    assert "Intel Xeon, 2 logical CPUs (avx512f), 2026-12-04, jax 0.10.2, torch 2.13.0:" in block
+    lines = [line for line in block.splitlines() if line.startswith(("| trainer", "| scan_10",
+                                                                     "| torch", "| xla"))]
+    assert lines == [  # fastest first; vs torch chained through the baseline (0.722 / 0.667)
+        "| torch_2_threads | - | 24.0 | 0.667 | 1.000 | - | - | 500 |",
+        "| scan_10 | - | 26.0 | 0.722 | 1.082 | - | - | 700 |",
+        "| xla_no_ynn | `--xla_cpu_experimental_ynn_fusion_type=` | 30.0 | 0.833 | 1.249 | 1.154 "
+        "| no | 450 |",
+        "| trainer | - | 36.0 | 1.000 | 1.499 | - | - | 600 |"]
+    assert "No profile run recorded yet." in page.render([_record("AMD EPYC", "2026-12-02", 1.0)])

@@ -25,7 +25,7 @@ BACKGROUND = {
         [sys.executable, BENCHMARK, "--smoke", "--text_path", paths.shakespeare,
          "--data_dir", paths.data_dir], TIMEOUT_S)),
     "benchmark_profile": (("test_profile_races_a_variant_against_the_trainer",), lambda paths: (
-        [sys.executable, BENCHMARK, "--profile", "--profile_variants", "scan_10_mb1",
+        [sys.executable, BENCHMARK, "--profile", "--profile_variants", "scan_10_mb1,xla_vector_512",
          "--profile_rounds", "1", "--profile_chunk", "10", "--text_path", paths.shakespeare,
          "--data_dir", paths.data_dir], TIMEOUT_S)),
     "benchmark_missing_text": (("test_missing_text_is_a_one_line_error",), lambda paths: (
@@ -54,14 +54,19 @@ def test_smoke_run_prints_tables_and_a_json_line(shakespeare_file):
 
 def test_profile_races_a_variant_against_the_trainer(shakespeare_file):
     """`--profile`: a worker per variant (here 10 steps per call with one microbatch,
-    `scan_10_mb1`), measured in turns against the trainer's loop (~25 s)."""
+    `scan_10_mb1`, and an XLA option, which brings its reference `scan_10`), measured in turns
+    against the trainer's loop (~25 s)."""
     proc = BACKGROUND_RUNS.result("benchmark_profile")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])["profile"]
-    assert set(result) == {"trainer", "scan_10_mb1"}
+    assert set(result) == {"trainer", "scan_10_mb1", "scan_10", "xla_vector_512"}
     assert result["trainer"]["ratio_vs_trainer"] == 1.0
     for row in result.values():
-        assert row["ms_per_step"] > 0 and row["cpu_per_wall"] > 0
+        assert row["ms_per_step"] > 0 and row["cpu_per_wall"] > 0 and row["peak_mib"] > 100
+    option = result["xla_vector_512"]
+    assert option["reference"] == "scan_10" and "prefer_vector_width=512" in option["xla_flags"]
+    assert option["ratio_vs_reference"] > 0 and isinstance(option["same_arithmetic"], bool)
+    assert "reference" not in result["scan_10_mb1"]
 
 
 def test_missing_text_is_a_one_line_error():

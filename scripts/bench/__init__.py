@@ -3,13 +3,15 @@
 - `setups`: the benchmark configurations, built through the trainer's own code path.
 - `torch_reference`: the PyTorch GPT the charlm race runs against (same weights, same batches).
 - `measure`: matmul peak, the charlm race, midsize MFU, compile scaling, seeds under vmap.
-- `profiling`: the charlm trainer's adopted defaults (k steps per call, microbatches) and
-  PyTorch against one step per call; one worker process per variant, measured in turns.
+- `profiling`: the charlm trainer's adopted defaults (k steps per call, microbatches), PyTorch
+  and XLA:CPU's options against one step per call; one worker process per variant, measured in
+  turns.
 - `op_profile`: one traced step, kernel by kernel (`--ops`); `gemm`: the models' matmul shapes
   in each XLA:CPU dot backend against PyTorch and NumPy (`--gemm`).
 - `accelerator`: the GPU/TPU checks and timings of `scripts/accelerator_check.py`.
 - `multistep`: S seeds in one vmapped program (k steps per call are in `steps`).
-Candidates measured and not adopted are the README's tables, not code here.
+Other candidates measured and not adopted are in the issues' closing notes and git history,
+not code here.
 """
 
 import os

@@ -5,9 +5,10 @@ number is retyped:
         [--check]
 
 Each results file is one JSON line a benchmark wrote with `--out` (scripts/benchmark.py's full
-run; scripts/vs_nanogpt.sh at nanoGPT's 2,000 iterations; scripts/first_step.py;
-scripts/memory.py), with the machine it ran on. Each
-table keeps one row per CPU measured (model name and logical CPUs), the latest run's, dated.
+run and its `--profile`; scripts/vs_nanogpt.sh at nanoGPT's 2,000 iterations;
+scripts/first_step.py; scripts/memory.py), with the machine it ran on. Each
+table keeps one row per CPU measured (model name and logical CPUs), the latest run's, dated;
+`--profile` gets a table per CPU, a row per variant.
 The tables go between `<!-- results:start -->` and `<!-- results:end -->`; `--check` writes
 nothing and fails when the page is not what the results files give.
 """
@@ -111,6 +112,32 @@ def _loss(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _profile_tables(records: list[dict]) -> str:
+    """A table per CPU (its latest `--profile` run), a row per variant, fastest first."""
+    if not records:
+        return "No profile run recorded yet."
+    blocks = []
+    for record in records:
+        m, rows = record["machine"], record["profile"]
+        torch = rows.get("torch_2_threads", {}).get("ratio_vs_trainer")
+        lines = [f"{m['cpu']}, {m['cpus']} logical CPUs ({', '.join(m['cpu_flags']) or 'none'}), "
+                 f"{m['date'][:10]}, {_stack(m)}:", "",
+                 "| variant | XLA_FLAGS added | ms/step | vs one step per call | vs torch, 2 threads "
+                 "| vs without the flags | same arithmetic | worker's peak MiB |",
+                 "|---|---|---|---|---|---|---|---|"]
+        for name, r in sorted(rows.items(), key=lambda kv: kv[1]["ratio_vs_trainer"]):
+            flagged = "reference" in r
+            cells = (name, f"`{r['xla_flags']}`" if flagged else "-", f"{r['ms_per_step']:.1f}",
+                     f"{r['ratio_vs_trainer']:.3f}",
+                     f"{r['ratio_vs_trainer'] / torch:.3f}" if torch else "-",
+                     f"{r['ratio_vs_reference']:.3f}" if flagged else "-",
+                     ("yes" if r["same_arithmetic"] else "no") if flagged else "-",
+                     f"{r['peak_mib']:.0f}")
+            lines.append("| " + " | ".join(cells) + " |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
 def render(records: list[dict]) -> str:
     """The block between the markers: the benchmark's table, then the side-by-side run's."""
     bench = latest_per_cpu(r for r in records if r.get("mode") == "full")
@@ -119,6 +146,7 @@ def render(records: list[dict]) -> str:
     first_step = latest_per_cpu(r for r in records if len(r.get("first_step", ())) >= 2)
     memory = latest_per_cpu(r for r in records if "stages" in r and "runs" in r
                             and r.get("steps") == NANOGPT_ITERS)
+    profile = latest_per_cpu(r for r in records if r.get("mode") == "profile")
     return "\n".join([
         START,
         "**`scripts/benchmark.py`, the full run** (ratios of wall time: ours over PyTorch's, "
@@ -152,6 +180,15 @@ def render(records: list[dict]) -> str:
         _table(("interpreter", "+ jax, XLA client", "+ all of main's imports", "+ text prepared",
                 "run, 10 steps", f"run, {NANOGPT_ITERS:,} steps", "same, huge pages", "stack"),
                memory, _memory_cells, "No memory run recorded yet."),
+        "",
+        "**`scripts/benchmark.py --profile`, the char LM's step under each variant** (ms per "
+        "step, medians over rounds in which every variant runs in turn, each in its own "
+        "process; ratios of wall time in the same rounds. For an XLA option: against the same "
+        "k-step program without it, and whether the parameters after every step run are "
+        "bitwise that program's. The peak is the worker's whole process, its compiles "
+        "included):",
+        "",
+        _profile_tables(profile),
         "",
         f"Written by `python scripts/bench/page.py` from `{RESULTS.relative_to(REPO)}/`; "
         "regenerate it rather than edit it.",

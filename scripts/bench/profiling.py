@@ -1,39 +1,53 @@
 """The charlm trainer's variants, each in its own worker process, measured in turns.
 
-Why workers: each variant gets a process of its own (its own compiled programs, allocator and
-thread pool, as a training run has), and on a shared machine only measurements taken close
-together in time are comparable. The driver starts every worker (each builds and compiles its variant, then waits on
-stdin, costing nothing), then asks them in turn, round after round, to run `chunk` more training
-steps, and reports each variant's time relative to the baseline — the trainer's loop as it is
-now — measured in the same rounds (median of per-round ratios, robust to load bursts).
+Why workers: each variant gets a process of its own (its own compiled programs, allocator,
+thread pool and XLA_FLAGS, as a training run has), and on a shared machine only measurements
+taken close together in time are comparable. The driver starts every worker (each builds and
+compiles its variant, then waits on stdin, costing nothing), then asks them in turn, round after
+round, to run `chunk` more training steps, and reports each variant's time relative to the
+baseline — the trainer's loop as it is now — measured in the same rounds (median of per-round
+ratios, robust to load bursts), and each worker's peak resident memory (its compiles included).
+
+The `xla_*` variants are the k-step program under one of XLA:CPU's options (an XLA_FLAGS of
+their worker): their ratio is to the same program without it, measured in the same rounds,
+and `same_arithmetic` says whether the parameters after the last round (every step the
+workers ran, on the same batches) are bitwise that program's. An option that pays on your CPU and keeps the arithmetic can be set by
+exporting XLA_FLAGS; one that changes it would change the committed studies' results.
 
     python scripts/benchmark.py --profile [--profile_rounds 6 --profile_chunk 50]
+    python scripts/benchmark.py --profile --profile_variants xla_vector_512,xla_no_ynn
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from bench import worker_env
+from bench.gemm import YNN_FUSION_TYPE
 
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
     what: str
     kind: str = "trainer"  # what the worker runs, see _make_runner
+    xla_flags: str = ""  # added to its worker's XLA_FLAGS; then it is compared with `kind`
 
 
-# What the trainer's defaults were adopted over (README "What moved the steps"). The variants
-# measured and not adopted (XLA flags and dot backends, glibc malloc, fused q/k/v, a flat
-# AdamW, 3-4 microbatches, bfloat16, ...) are the README's table; their machinery is gone.
+_YNN = f"{YNN_FUSION_TYPE}LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"  # + which other fusions
+
+# What the trainer's defaults were adopted over, and XLA:CPU's options for this step. Other
+# candidates measured and not adopted (glibc malloc, fused q/k/v, a flat AdamW, 3-4
+# microbatches, bfloat16, ...) are in the issues' closing notes and git history, not code here.
 VARIANTS: dict[str, Variant] = {
     "trainer": Variant("baseline: one call per step + device_get(metrics), as train.py "
                        "(train.microbatches of configs/lm.py, as every variant unless _mb1)"),
@@ -42,13 +56,44 @@ VARIANTS: dict[str, Variant] = {
     "scan_10_mb1": Variant("10 steps per call, train.microbatches=1", "scan_10_mb1"),
     "torch_2_threads": Variant("the PyTorch reference, torch.set_num_threads(2)", "torch2"),
     "torch_1_thread": Variant("the PyTorch reference, torch.set_num_threads(1)", "torch1"),
+    "xla_vector_512": Variant("scan_10, XLA's loops in 512-bit vectors (it prefers 256)",
+                              "scan_10", "--xla_cpu_prefer_vector_width=512"),
+    "xla_legacy_emitters": Variant("scan_10, XLA's older LLVM IR fusion emitters",
+                                   "scan_10", "--xla_cpu_use_fusion_emitters=false"),
+    "xla_ynn_eltwise": Variant("scan_10, elementwise fusions in YNNPACK too (default: dots "
+                               "and reductions)", "scan_10",
+                               f"{_YNN},LIBRARY_FUSION_TYPE_ELTWISE,LIBRARY_FUSION_TYPE_REDUCE"),
+    "xla_no_ynn": Variant("scan_10 without YNNPACK: Eigen's dots, XLA's reductions", "scan_10",
+                          YNN_FUSION_TYPE),
+    "xla_concurrency_scheduler": Variant(
+        "scan_10, XLA's concurrency-optimized scheduler", "scan_10",
+        "--xla_cpu_scheduler_type=CPU_SCHEDULER_TYPE_CONCURRENCY_OPTIMIZED"),
 }
+
+
+def worker_xla_flags(user_flags: str, variant: Variant) -> str:
+    """The worker's XLA_FLAGS: the user's, then the variant's (a flag given twice: the last)."""
+    return " ".join(filter(None, [user_flags.strip(), variant.xla_flags]))
+
+
+def params_digest(params: Any) -> str:
+    """SHA-256 of every parameter's bytes, in tree order: equal only for bitwise-equal weights."""
+    import jax
+    import numpy as np
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(jax.device_get(params)):
+        leaf = np.ascontiguousarray(leaf)
+        digest.update(f"{leaf.dtype}{leaf.shape}".encode())
+        digest.update(leaf.tobytes())
+    return digest.hexdigest()
 
 
 # --- worker side ---------------------------------------------------------------------------------
 
-def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], None]:
-    """Builds one variant of the charlm step; returns run(n) that trains n more steps."""
+def _make_runner(kind: str, text_path: str, data_dir: str
+                 ) -> tuple[Callable[[int], None], Callable[[], Optional[str]]]:
+    """Builds one variant of the charlm step; returns run(n), which trains n more steps, and
+    digest(), the parameters' digest now (None for PyTorch's)."""
     import jax
 
     from transformer_jax.train import steps
@@ -81,7 +126,10 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
         def run_torch(n):
             for _ in range(n):
                 trainer.step(batch())
-        return run_torch
+        return run_torch, lambda: None
+
+    def digest():
+        return params_digest(ours.state["params"])
 
     if kind.startswith("scan_"):
         k = int(kind.split("_")[1])
@@ -92,19 +140,20 @@ def _make_runner(kind: str, text_path: str, data_dir: str) -> Callable[[int], No
                 stacked = steps.stack_batches([batch() for _ in range(k)])
                 ours.state, metrics = multi(ours.state, stacked, rng)
                 jax.device_get(metrics)
-        return run_scan
+        return run_scan, digest
 
     def run_steps(n):
         for _ in range(n):
             ours.state, metrics = ours.train_step(ours.state, batch(), rng)
             jax.device_get(metrics)
         jax.block_until_ready(ours.state)
-    return run_steps
+    return run_steps, digest
 
 
 def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int) -> None:
     """Protocol: prints 'ready' after compiling; then per stdin line 'N' runs N steps and prints
-    one JSON line {wall, cpu}; an empty line or EOF ends it.
+    one JSON line {wall, cpu, sys, digest, peak_mib} (the parameters' digest, taken after the
+    timing; the process's peak resident memory so far); an empty line or EOF ends it.
 
     Protocol lines alone go to stdout: whatever else writes there (TFDS announcing a dataset
     it prepares, C++ logging) is sent to stderr, which the driver keeps for error messages."""
@@ -112,7 +161,7 @@ def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int) -> No
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     t0 = time.perf_counter()
-    run = _make_runner(kind, text_path, data_dir)
+    run, digest = _make_runner(kind, text_path, data_dir)
     run(warm_steps)  # compiles (and warms up caches)
     print(json.dumps({"ready": True, "setup_s": time.perf_counter() - t0}), file=protocol, flush=True)
     for line in sys.stdin:
@@ -123,8 +172,9 @@ def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int) -> No
         run(n)
         wall, c1 = time.perf_counter() - t0, os.times()
         cpu = (c1.user - c0.user) + (c1.system - c0.system)
-        print(json.dumps({"wall": wall, "cpu": cpu, "sys": c1.system - c0.system}), file=protocol,
-              flush=True)
+        peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+        print(json.dumps({"wall": wall, "cpu": cpu, "sys": c1.system - c0.system,
+                          "digest": digest(), "peak_mib": peak_mib}), file=protocol, flush=True)
 
 
 # --- driver side ---------------------------------------------------------------------------------
@@ -133,6 +183,7 @@ class Worker:
     def __init__(self, name: str, text_path: str, data_dir: str, warm_steps: int):
         variant = VARIANTS[name]
         env = worker_env(dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        env["XLA_FLAGS"] = worker_xla_flags(env.get("XLA_FLAGS", ""), variant)
         self.name = name
         self.stderr = tempfile.TemporaryFile("w+")  # read back if the worker dies
         self.proc = subprocess.Popen(
@@ -168,8 +219,10 @@ class Worker:
 
 
 def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 6,
-            chunk: int = 50, group_size: int = 8, log=print) -> dict[str, dict[str, float]]:
-    """Runs the variants in turns; returns {name: {ms_per_step, ratio_vs_trainer, ...}}.
+            chunk: int = 50, group_size: int = 8, log=print) -> dict[str, dict[str, Any]]:
+    """Runs the variants in turns; returns {name: {ms_per_step, ratio_vs_trainer, ...}}, and
+    for an `xla_*` variant also its reference (the same program without the option, run in the
+    same group), ratio_vs_reference and same_arithmetic.
 
     At most `group_size` workers live at once (each holds ~0.7 GB); every group includes the
     baseline, and each variant's ratio is to the baseline of its own group and rounds.
@@ -178,25 +231,63 @@ def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 
     # the dataset the workers read (_make_runner's), prepared once, here, not by several at once
     setups.text_dataset(text_path, setups.CharLM.seq_len, setups.CharLM.eval_windows,
                         data_dir=data_dir)
-    others = [n for n in dict.fromkeys(names) if n != "trainer"]
-    per_group = max(group_size - 1, 1)
-    out: dict[str, dict[str, float]] = {}
-    for g in range(0, max(len(others), 1), per_group):
-        group = ["trainer"] + others[g:g + per_group]
-        log(f"profile group {g // per_group + 1}: {', '.join(group)}")
+    out: dict[str, dict[str, Any]] = {}
+    for g, group in enumerate(groups(names, group_size)):
+        log(f"profile group {g + 1}: {', '.join(group)}")
         samples = _run_group(group, text_path, data_dir, rounds, chunk, log)
-        base = samples["trainer"]
         for name, s in samples.items():
-            ratios = [a["wall"] / b["wall"] for a, b in zip(s, base)]
-            result = {"ms_per_step": 1e3 * statistics.median(x["wall"] for x in s) / chunk,
-                      "ratio_vs_trainer": statistics.median(ratios),
-                      "ratio_min": min(ratios), "ratio_max": max(ratios),
-                      "cpu_per_wall": sum(x["cpu"] for x in s) / sum(x["wall"] for x in s),
-                      "sys_share": sum(x["sys"] for x in s) / max(sum(x["cpu"] for x in s), 1e-9)}
-            if name != "trainer" or name not in out:
-                out[name] = result
+            if name not in out:  # a baseline or reference run in several groups: the first
+                out[name] = _result(s, samples["trainer"], chunk)
+                reference = _reference(name)
+                if reference:
+                    out[name].update(_versus(s, samples[reference]), reference=reference,
+                                     xla_flags=VARIANTS[name].xla_flags)
         log(format_table({n: out[n] for n in group}))
     return out
+
+
+def _reference(name: str) -> Optional[str]:
+    """The variant an XLA-option variant is compared with: its program without the option."""
+    variant = VARIANTS[name]
+    return variant.kind if variant.xla_flags else None
+
+
+def groups(names: list[str], group_size: int) -> list[list[str]]:
+    """The workers to run together: each group the baseline, then the variants, each XLA
+    option's reference before it in its group; at most `group_size` where the references allow."""
+    out: list[list[str]] = []
+    current: list[str] = []
+    for name in dict.fromkeys(names):
+        if name == "trainer" or name in current:
+            continue
+        need = [n for n in (_reference(name), name) if n and n != "trainer" and n not in current]
+        if current and 1 + len(current) + len(need) > group_size:
+            out.append(current)
+            current = [n for n in (_reference(name), name) if n and n != "trainer"]
+        else:
+            current += need
+    if current or not out:
+        out.append(current)
+    return [["trainer"] + group for group in out]
+
+
+def _result(samples: list[dict], base: list[dict], chunk: int) -> dict[str, float]:
+    ratios = [a["wall"] / b["wall"] for a, b in zip(samples, base)]
+    return {"ms_per_step": 1e3 * statistics.median(x["wall"] for x in samples) / chunk,
+            "ratio_vs_trainer": statistics.median(ratios),
+            "ratio_min": min(ratios), "ratio_max": max(ratios),
+            "cpu_per_wall": sum(x["cpu"] for x in samples) / sum(x["wall"] for x in samples),
+            "sys_share": sum(x["sys"] for x in samples) / max(sum(x["cpu"] for x in samples), 1e-9),
+            "peak_mib": samples[-1]["peak_mib"]}
+
+
+def _versus(samples: list[dict], reference: list[dict]) -> dict[str, Any]:
+    """A variant against its reference, same rounds: the median per-round ratio of wall
+    times, and whether both workers' parameters are bitwise equal after the last round (they
+    ran the same steps on the same batches)."""
+    return {"ratio_vs_reference": statistics.median(
+                a["wall"] / b["wall"] for a, b in zip(samples, reference)),
+            "same_arithmetic": samples[-1]["digest"] == reference[-1]["digest"]}
 
 
 def _run_group(names: list[str], text_path: str, data_dir: str, rounds: int, chunk: int,
@@ -220,17 +311,22 @@ def _run_group(names: list[str], text_path: str, data_dir: str, rounds: int, chu
             w.close()
 
 
-def format_table(results: dict[str, dict[str, float]]) -> str:
+def format_table(results: dict[str, dict[str, Any]]) -> str:
     """One row per variant, fastest first. 'vs torch' chains the two ratios through the
-    baseline: (variant / trainer) / (torch_2_threads / trainer)."""
+    baseline: (variant / trainer) / (torch_2_threads / trainer); 'vs ref' and 'same math' are
+    an XLA option's against its program without it."""
     torch = results.get("torch_2_threads", {}).get("ratio_vs_trainer")
-    lines = [f"{'variant':18s} {'ms/step':>8s} {'vs trainer':>10s} {'[min, max]':>14s} "
-             f"{'vs torch':>8s} {'cpu/wall':>8s} {'sys%':>5s}  what"]
+    lines = [f"{'variant':26s} {'ms/step':>8s} {'vs trainer':>10s} {'[min, max]':>14s} "
+             f"{'vs torch':>8s} {'vs ref':>7s} {'same math':>9s} {'cpu/wall':>8s} {'sys%':>5s}"
+             f" {'MiB':>5s}  what"]
     for name, r in sorted(results.items(), key=lambda kv: kv[1]["ratio_vs_trainer"]):
         vs_torch = f"{r['ratio_vs_trainer'] / torch:8.3f}" if torch else f"{'-':>8s}"
-        lines.append(f"{name:18s} {r['ms_per_step']:8.1f} {r['ratio_vs_trainer']:10.3f} "
-                     f"[{r['ratio_min']:5.2f}, {r['ratio_max']:5.2f}] {vs_torch} "
-                     f"{r['cpu_per_wall']:8.2f} {100 * r['sys_share']:5.0f}  {VARIANTS[name].what}")
+        vs_ref = f"{r['ratio_vs_reference']:7.3f}" if "reference" in r else f"{'-':>7s}"
+        same = {True: "yes", False: "no"}.get(r.get("same_arithmetic"), "-")
+        lines.append(f"{name:26s} {r['ms_per_step']:8.1f} {r['ratio_vs_trainer']:10.3f} "
+                     f"[{r['ratio_min']:5.2f}, {r['ratio_max']:5.2f}] {vs_torch} {vs_ref} "
+                     f"{same:>9s} {r['cpu_per_wall']:8.2f} {100 * r['sys_share']:5.0f} "
+                     f"{r['peak_mib']:5.0f}  {VARIANTS[name].what}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,68 @@
+"""`scripts/benchmark.py --profile`'s driver logic (scripts/bench/profiling.py): which workers
+run together, the XLA_FLAGS each gets, and how an XLA option is judged against its program
+without it (speed in the same rounds; arithmetic by a digest of the parameters)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from bench import profiling  # noqa: E402
+
+FLAGGED = [name for name, v in profiling.VARIANTS.items() if v.xla_flags]
+
+
+def test_every_xla_option_is_compared_with_a_variant_that_exists():
+    assert FLAGGED
+    for name in FLAGGED:
+        reference = profiling.VARIANTS[profiling.VARIANTS[name].kind]
+        assert reference.kind == profiling.VARIANTS[name].kind and not reference.xla_flags, name
+
+
+def test_groups_start_with_the_baseline_and_hold_each_option_with_its_reference():
+    assert profiling.groups([], 8) == [["trainer"]]
+    assert profiling.groups(["scan_10_mb1", "trainer"], 8) == [["trainer", "scan_10_mb1"]]
+    assert profiling.groups(["xla_no_ynn", "xla_vector_512"], 8) == [
+        ["trainer", "scan_10", "xla_no_ynn", "xla_vector_512"]]
+    every = profiling.groups(list(profiling.VARIANTS), 4)
+    assert sorted({n for g in every for n in g}) == sorted(profiling.VARIANTS)
+    for group in every:
+        assert group[0] == "trainer" and len(group) <= 4 and len(set(group)) == len(group)
+        for name in group:
+            if name in FLAGGED:  # its reference runs in the same rounds, before it
+                assert group.index(profiling.VARIANTS[name].kind) < group.index(name)
+
+
+def test_a_worker_gets_the_users_xla_flags_then_its_variants():
+    variant = profiling.VARIANTS["xla_vector_512"]
+    assert profiling.worker_xla_flags("", variant) == "--xla_cpu_prefer_vector_width=512"
+    assert profiling.worker_xla_flags(" --a=1 ", variant) == "--a=1 --xla_cpu_prefer_vector_width=512"
+    assert profiling.worker_xla_flags("--a=1", profiling.VARIANTS["scan_10"]) == "--a=1"
+
+
+def test_digest_tells_apart_weights_one_ulp_apart():
+    params = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(3, np.float32)}
+    same = {"w": params["w"].copy(), "b": params["b"].copy()}
+    assert profiling.params_digest(params) == profiling.params_digest(same)
+    moved = {"w": params["w"].copy(), "b": params["b"].copy()}
+    moved["b"][1] = np.nextafter(moved["b"][1], np.float32(2))
+    assert profiling.params_digest(params) != profiling.params_digest(moved)
+    reshaped = {"w": params["w"].reshape(3, 2), "b": params["b"]}  # same bytes, other shape
+    assert profiling.params_digest(params) != profiling.params_digest(reshaped)
+
+
+def test_an_option_is_judged_by_its_rounds_and_its_last_digest():
+    reference = [{"wall": 1.0, "digest": "a"}, {"wall": 2.0, "digest": "b"},
+                 {"wall": 1.0, "digest": "c"}]
+    option = [{"wall": 1.2, "digest": "x"}, {"wall": 1.0, "digest": "y"},
+              {"wall": 0.9, "digest": "c"}]
+    got = profiling._versus(option, reference)
+    assert got["ratio_vs_reference"] == pytest.approx(0.9)  # median of 1.2, 0.5, 0.9
+    assert got["same_arithmetic"] is True  # the state after every step run
+    option[-1]["digest"] = "d"
+    assert profiling._versus(option, reference)["same_arithmetic"] is False
