@@ -235,7 +235,9 @@ def _start_training(replicas: list[Replica], graphdef, tx, schedule, state, star
     train_step = steps.make_train_step(graphdef, model_cfg, tx, schedule, replicas=True,
                                        microbatches=train_cfg.microbatches)
     multi_step = None  # k steps per call: the logged (last) one with diagnostics, the rest without
-    if train_cfg.steps_per_call > 1:
+    if train_cfg.steps_per_call == 1:  # each step a call, its temporaries allocated each time
+        compile_memory.reuse_large_buffers()
+    else:
         multi_step = steps.make_logged_multi_step(graphdef, model_cfg, tx, schedule, replicas=True,
                                                   microbatches=train_cfg.microbatches)
     programs = Programs(train_step, multi_step, steps.make_eval_step(graphdef, model_cfg,
