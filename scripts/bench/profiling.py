@@ -142,6 +142,9 @@ def _make_runner(kind: str, text_path: str, data_dir: str
                 jax.device_get(metrics)
         return run_scan, digest
 
+    from transformer_jax.train import compile_memory
+    compile_memory.reuse_large_buffers()  # as the trainer does at one step per call
+
     def run_steps(n):
         for _ in range(n):
             ours.state, metrics = ours.train_step(ours.state, batch(), rng)
