@@ -19,7 +19,8 @@ def get_config(arg=None):
     config.data.seq_len = 64
     config.data.num_eval = 0  # every window of the held-out 10 % (111,540 characters)
     config.train.batch_size = 12
-    # 10 steps per compiled call: 41 vs 53 ms per step for this model on a 2-core CPU
+    # 10 steps per compiled call: the step once, the call's overhead a tenth (per-step times
+    # against one step per call: scripts/benchmark.py --profile, docs/performance.md)
     config.train.steps_per_call = 10
     # each batch as 2 independent half-batch passes, run on both cores at once (same update)
     config.train.microbatches = 2
