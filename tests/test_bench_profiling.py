@@ -41,7 +41,8 @@ def test_groups_start_with_the_baseline_and_hold_each_option_with_its_reference(
 def test_a_worker_gets_the_users_xla_flags_then_its_variants():
     variant = profiling.VARIANTS["xla_vector_512"]
     assert profiling.worker_xla_flags("", variant) == "--xla_cpu_prefer_vector_width=512"
-    assert profiling.worker_xla_flags(" --a=1 ", variant) == "--a=1 --xla_cpu_prefer_vector_width=512"
+    assert (profiling.worker_xla_flags(" --a=1 ", variant)
+            == "--a=1 --xla_cpu_prefer_vector_width=512")
     assert profiling.worker_xla_flags("--a=1", profiling.VARIANTS["scan_10"]) == "--a=1"
 
 

@@ -122,8 +122,9 @@ def _profile_tables(records: list[dict]) -> str:
         torch = rows.get("torch_2_threads", {}).get("ratio_vs_trainer")
         lines = [f"{m['cpu']}, {m['cpus']} logical CPUs ({', '.join(m['cpu_flags']) or 'none'}), "
                  f"{m['date'][:10]}, {_stack(m)}:", "",
-                 "| variant | XLA_FLAGS added | ms/step | vs one step per call | vs torch, 2 threads "
-                 "| vs without the flags | same arithmetic | worker's peak MiB |",
+                 "| variant | XLA_FLAGS added | ms/step | vs one step per call "
+                 "| vs torch, 2 threads | vs without the flags | same arithmetic "
+                 "| worker's peak MiB |",
                  "|---|---|---|---|---|---|---|---|"]
         for name, r in sorted(rows.items(), key=lambda kv: kv[1]["ratio_vs_trainer"]):
             flagged = "reference" in r

@@ -11,8 +11,9 @@ ratios, robust to load bursts), and each worker's peak resident memory (its comp
 The `xla_*` variants are the k-step program under one of XLA:CPU's options (an XLA_FLAGS of
 their worker): their ratio is to the same program without it, measured in the same rounds,
 and `same_arithmetic` says whether the parameters after the last round (every step the
-workers ran, on the same batches) are bitwise that program's. An option that pays on your CPU and keeps the arithmetic can be set by
-exporting XLA_FLAGS; one that changes it would change the committed studies' results.
+workers ran, on the same batches) are bitwise that program's. An option that pays on your
+CPU and keeps the arithmetic can be set by exporting XLA_FLAGS; one that changes it would
+change the committed studies' results.
 
     python scripts/benchmark.py --profile [--profile_rounds 6 --profile_chunk 50]
     python scripts/benchmark.py --profile --profile_variants xla_vector_512,xla_no_ynn
