@@ -126,3 +126,34 @@ def test_the_trainer_gives_memory_back_after_each_evaluation(monkeypatch, tmp_pa
                                     "train.warmup_steps": 0, "data.data_dir": str(tmp_path / "d")})
     loop.train_and_evaluate(config, str(tmp_path / "run"))
     assert len(calls) == 3  # evaluations after steps 2, 4 and 6
+
+
+def test_a_malloc_tunable_the_process_started_with_is_the_users():
+    assert compile_memory.user_set("arena_max", {"GLIBC_TUNABLES": "glibc.malloc.arena_max=1"})
+    assert compile_memory.user_set("arena_max", {"MALLOC_ARENA_MAX": "4"})
+    assert compile_memory.user_set(
+        "mmap_threshold", {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=9"})
+    assert compile_memory.user_set("trim_threshold", {"MALLOC_TRIM_THRESHOLD_": "0"})
+    for environ in ({}, {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"},
+                    {"GLIBC_TUNABLES": "glibc.malloc.arena_max_x=1"}, {"MALLOC_ARENA_TEST": "1"}):
+        assert not compile_memory.user_set("arena_max", environ), environ
+
+
+def test_the_users_malloc_tunables_are_not_overridden(monkeypatch):
+    """With arena_max or a threshold given at start, neither the arena cap nor the buffer reuse
+    calls mallopt (a recording stand-in for glibc says so), and both report False."""
+    calls = []
+
+    class Glibc:
+        def mallopt(self, param, value):
+            calls.append(param)
+            return 1
+    monkeypatch.setattr(compile_memory, "_glibc", lambda: Glibc())
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=9")
+    assert compile_memory.limit_arenas() is False
+    assert compile_memory.reuse_large_buffers() is False
+    assert calls == []
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")
+    assert compile_memory.limit_arenas() is True and compile_memory.reuse_large_buffers() is True
+    assert calls == [compile_memory.M_ARENA_MAX, compile_memory.M_MMAP_THRESHOLD,
+                     compile_memory.M_TRIM_THRESHOLD]

@@ -17,7 +17,7 @@ import ctypes
 import ctypes.util
 import functools
 import os
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # jax.monitoring's event
 
@@ -43,14 +43,27 @@ M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 ARENAS = 2  # malloc arenas per process, for all threads
 
 
+def user_set(tunable: str, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether this process was started with glibc's malloc `tunable` (e.g. "arena_max") set,
+    in GLIBC_TUNABLES or its MALLOC_* variable. Then the value is the user's, as huge pages'
+    tunable is (`hugepages`): a mallopt here would replace it silently, after the start at
+    which glibc applied it."""
+    names = {part.partition("=")[0] for part in environ.get("GLIBC_TUNABLES", "").split(":")}
+    return (f"glibc.malloc.{tunable}" in names
+            or f"MALLOC_{tunable.upper()}_" in environ or f"MALLOC_{tunable.upper()}" in environ)
+
+
 def limit_arenas(arenas: int = ARENAS) -> bool:
     """Caps glibc's malloc arenas (default 8 per core), as MALLOC_ARENA_MAX would: XLA's and the
     input pipeline's threads otherwise each grow a heap of their own, whose freed pages glibc
     keeps. Measured on a 2,000-step configs/lm.py run with a warm compile cache (Intel Xeon,
     2 CPUs): RSS crept from 494 to 588 MiB over training with the default, to 552-557 with 2
-    arenas, at the same wall time. Returns whether it was set (False without glibc)."""
+    arenas, at the same wall time. Returns whether it was set (False without glibc, or where
+    the process was started with arena_max set: the user's value stays)."""
     libc = _glibc()
-    return libc is not None and libc.mallopt(M_ARENA_MAX, arenas) == 1
+    if libc is None or user_set("arena_max"):
+        return False
+    return libc.mallopt(M_ARENA_MAX, arenas) == 1
 
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
@@ -75,9 +88,12 @@ def reuse_large_buffers(map_above: int = MAP_ABOVE, keep_free: int = KEEP_FREE) 
     (scripts/vs_nanogpt.sh, warm: 489 -> 543 MiB; cold: 647 -> 729), so the trainer sets it
     for runs of one step per call only. Process-wide and kept: a later run in the same
     process (a sweep) keeps it.
-    Returns whether both were set (False without glibc)."""
+    Returns whether both were set (False without glibc, or where the process was started
+    with either threshold set: the user's values stay)."""
     libc = _glibc()
-    return (libc is not None and libc.mallopt(M_MMAP_THRESHOLD, map_above) == 1
+    if libc is None or user_set("mmap_threshold") or user_set("trim_threshold"):
+        return False
+    return (libc.mallopt(M_MMAP_THRESHOLD, map_above) == 1
             and libc.mallopt(M_TRIM_THRESHOLD, keep_free) == 1)
 
 
