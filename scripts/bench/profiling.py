@@ -264,10 +264,11 @@ def groups(names: list[str], group_size: int) -> list[list[str]]:
     for name in dict.fromkeys(names):
         if name == "trainer" or name in current:
             continue
-        need = [n for n in (_reference(name), name) if n and n != "trainer" and n not in current]
+        members = [n for n in (_reference(name), name) if n and n != "trainer"]
+        need = [n for n in members if n not in current]
         if current and 1 + len(current) + len(need) > group_size:
             out.append(current)
-            current = [n for n in (_reference(name), name) if n and n != "trainer"]
+            current = members
         else:
             current += need
     if current or not out:

@@ -19,6 +19,8 @@ import functools
 import os
 from typing import Any, Callable, Mapping, Optional
 
+from transformer_jax.train import hugepages
+
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # jax.monitoring's event
 
 
@@ -48,8 +50,7 @@ def user_set(tunable: str, environ: Mapping[str, str] = os.environ) -> bool:
     in GLIBC_TUNABLES or its MALLOC_* variable. Then the value is the user's, as huge pages'
     tunable is (`hugepages`): a mallopt here would replace it silently, after the start at
     which glibc applied it."""
-    names = {part.partition("=")[0] for part in environ.get("GLIBC_TUNABLES", "").split(":")}
-    return (f"glibc.malloc.{tunable}" in names
+    return (f"glibc.malloc.{tunable}" in hugepages.tunables(environ)
             or f"MALLOC_{tunable.upper()}_" in environ or f"MALLOC_{tunable.upper()}" in environ)
 
 

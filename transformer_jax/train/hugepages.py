@@ -64,10 +64,15 @@ def environ_with_hugepages(environ: Mapping[str, str], *, mode: Optional[str],
     return new
 
 
+def tunables(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The glibc tunables this environment starts a process with: {name: value}."""
+    return dict(item.partition("=")[::2] for item in environ.get("GLIBC_TUNABLES", "").split(":")
+                if item)
+
+
 def active(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether this process was started with glibc's huge-page tunable on."""
-    settings = dict(item.partition("=")[::2] for item in environ.get("GLIBC_TUNABLES", "").split(":"))
-    return settings.get(TUNABLE, "0") not in ("", "0")
+    return tunables(environ).get(TUNABLE, "0") not in ("", "0")
 
 
 def reexec_if_useful() -> None:
