@@ -3,6 +3,7 @@ compile, only then, and the entry points register it once; malloc's arenas are c
 the calls' large buffers reused."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -101,18 +102,22 @@ def test_reusing_large_buffers_ends_the_page_faults_of_each_call():
     again (10,240 of 4 KiB here; fewer where transparent huge pages back it); with the buffers
     reused it comes back from the heap, already resident."""
     faults = {}
+    env = {k: v for k, v in os.environ.items()  # glibc's defaults: no malloc setting of yours
+           if k != "GLIBC_TUNABLES" and not k.startswith("MALLOC_")}
     for mode in ("default", "reuse"):
-        done = subprocess.run([sys.executable, "-c", _FAULTS_PER_BUFFER, mode],
+        done = subprocess.run([sys.executable, "-c", _FAULTS_PER_BUFFER, mode], env=env,
                               capture_output=True, text=True, check=True)
         faults[mode] = float(done.stdout.split()[-1])
     assert faults["default"] >= 10, faults
     assert faults["reuse"] <= faults["default"] / 10, faults
 
 
-def test_glibc_mallopt_accepts_the_arena_cap():
+def test_glibc_mallopt_accepts_the_arena_cap(monkeypatch):
     """glibc's mallopt returns 1 on success; the real call, with the value the set-up uses (a
     wrong parameter number, e.g. M_ARENA_TEST's -7 for M_ARENA_MAX's -8, would be taken as
     well, so the number itself is checked against glibc's malloc.h)."""
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)  # no arena_max of yours: it would stay
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     assert compile_memory.M_ARENA_MAX == -8 and compile_memory.ARENAS == 2
     assert compile_memory.limit_arenas() is True
 
@@ -149,6 +154,8 @@ def test_the_users_malloc_tunables_are_not_overridden(monkeypatch):
             calls.append(param)
             return 1
     monkeypatch.setattr(compile_memory, "_glibc", lambda: Glibc())
+    for name in [k for k in os.environ if k.startswith("MALLOC_")]:  # only the settings below
+        monkeypatch.delenv(name)
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=9")
     assert compile_memory.limit_arenas() is False
     assert compile_memory.reuse_large_buffers() is False
