@@ -66,6 +66,14 @@ class DType(enum.Enum):
     BFLOAT16 = "bfloat16"  # compute dtype; parameters stay float32
 
 
+class DenseMatmul(enum.Enum):
+    """The operands of every Dense layer's products (see `transformer_jax.model.dense`)."""
+
+    COMPUTE = "compute"  # in model.dtype, as nnx.Linear multiplies them
+    BFLOAT16 = "bfloat16"  # rounded to bfloat16 and summed in float32, forward and both
+    # gradients (AMX / AVX512-BF16 CPUs, tensor cores); attention's Q·Kᵀ and ·V stay in model.dtype
+
+
 E = TypeVar("E", bound=enum.Enum)
 
 
@@ -95,7 +103,7 @@ def _neighbour_hint(kind: type[enum.Enum], value: Any) -> str:
 
 MODEL_ENUMS: dict[str, type[enum.Enum]] = {
     "position": Position, "norm": Norm, "norm_type": NormType, "arch": Arch, "head": Head,
-    "attention": AttentionImpl, "dtype": DType}
+    "attention": AttentionImpl, "dtype": DType, "dense_matmul": DenseMatmul}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +133,8 @@ class ModelConfig:
     max_len: int = 512  # longest sequence the model accepts (size of a learned position table)
     attention: AttentionImpl = AttentionImpl.EXPLICIT  # explicit | fused (jax.nn.dot_product_attention)
     dtype: DType = DType.FLOAT32  # compute dtype: float32 | bfloat16 (parameters stay float32)
+    dense_matmul: DenseMatmul = DenseMatmul.COMPUTE  # compute | bfloat16 (operands of the Dense
+    # layers' products rounded to bfloat16, summed in float32; everything else in dtype)
 
     DATA_FIELDS = ("vocab_size", "num_outputs", "head")  # set from the dataset, not by a flag
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from transformer_jax.config import AttentionImpl
+from transformer_jax.config import AttentionImpl, DenseMatmul
 from transformer_jax.model.dense import Dense
 from transformer_jax.model.norms import qk_norm as qk_layer_norm
 
@@ -147,7 +147,8 @@ class MultiHeadAttention(nnx.Module):
 
     def __init__(self, d_model: int, num_heads: int, *, attn_scale: bool = True,
                  qk_norm: bool = False, implementation: AttentionImpl = AttentionImpl.EXPLICIT,
-                 dtype=jnp.float32, rngs: nnx.Rngs):
+                 dtype=jnp.float32, dense_matmul: DenseMatmul = DenseMatmul.COMPUTE,
+                 rngs: nnx.Rngs):
         if d_model % num_heads:
             raise ValueError(f"num_heads={num_heads} does not divide d_model={d_model}")
         self.num_heads = num_heads
@@ -155,7 +156,7 @@ class MultiHeadAttention(nnx.Module):
         self.attn_scale = attn_scale
         self.qk_norm = qk_norm
         self.implementation = implementation
-        linear = lambda: Dense(d_model, d_model, dtype=dtype, rngs=rngs)
+        linear = lambda: Dense(d_model, d_model, matmul=dense_matmul, dtype=dtype, rngs=rngs)
         self.query, self.key, self.value, self.out = linear(), linear(), linear(), linear()
         norm = lambda: qk_layer_norm(self.head_dim, dtype=dtype, rngs=rngs)  # noqa: E731
         self.query_norm, self.key_norm = (norm(), norm()) if qk_norm else (None, None)

@@ -49,8 +49,8 @@ class FeedForward(nnx.Module):
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         dtype = compute_dtype(cfg)
-        self.hidden = Dense(cfg.d_model, cfg.d_ff, dtype=dtype, rngs=rngs)
-        self.output = Dense(cfg.d_ff, cfg.d_model, dtype=dtype, rngs=rngs)
+        self.hidden = Dense(cfg.d_model, cfg.d_ff, matmul=cfg.dense_matmul, dtype=dtype, rngs=rngs)
+        self.output = Dense(cfg.d_ff, cfg.d_model, matmul=cfg.dense_matmul, dtype=dtype, rngs=rngs)
         self.rate = cfg.dropout
 
     def __call__(self, x: Array, key: Optional[Array] = None) -> Array:
@@ -61,7 +61,8 @@ class Block(nnx.Module):
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         self.attention = MultiHeadAttention(
             cfg.d_model, cfg.num_heads, attn_scale=cfg.attn_scale, qk_norm=cfg.qk_norm,
-            implementation=cfg.attention, dtype=compute_dtype(cfg), rngs=rngs)
+            implementation=cfg.attention, dtype=compute_dtype(cfg),
+            dense_matmul=cfg.dense_matmul, rngs=rngs)
         self.feed_forward = FeedForward(cfg, rngs=rngs)
         pre, post = cfg.norm is Norm.PRE, cfg.norm is Norm.POST
         self.norm_before_attention = norm_layer(cfg, rngs) if pre else None

@@ -98,7 +98,8 @@ class Transformer(nnx.Module):
         self.positions = pos.LearnedPositions(cfg.max_len, cfg.d_model, rngs=rngs) if learned else None
         self.layers = StackedBlocks(cfg, rngs=rngs)
         self.final_norm = norm_layer(cfg, rngs) if cfg.norm is Norm.PRE else None  # same type
-        self.head = Dense(cfg.d_model, cfg.num_outputs, dtype=dtype, rngs=rngs)
+        self.head = Dense(cfg.d_model, cfg.num_outputs, matmul=cfg.dense_matmul, dtype=dtype,
+                          rngs=rngs)
 
     def __call__(self, tokens: Array, padding_mask: Optional[Array] = None, *,
                  dropout_key: Optional[Array] = None, probe: bool = False,

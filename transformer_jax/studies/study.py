@@ -66,7 +66,7 @@ MACHINE_FIELDS = ("data_dir", "text_path")  # where this machine keeps data: not
 # Config fields added after fingerprints existed (4f1c347), with the value that computes what
 # designs without them did: a design leaves one out at that value, so a study that does not use
 # it keeps the fingerprint its committed verdict was judged with.
-NEWER_THAN_FINGERPRINTS = {"model.causal_mask": True}
+NEWER_THAN_FINGERPRINTS = {"model.causal_mask": True, "model.dense_matmul": "compute"}
 # Expectation fields added after fingerprints existed, with their default, left out the same way.
 NEWER_EXPECTATION_FIELDS = {"at_step": None, "measure": Measure.FINAL.value}
 

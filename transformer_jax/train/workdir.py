@@ -35,7 +35,7 @@ NOT_IDENTITY = ("train.log_every", "train.checkpoint_every", "train.keep_checkpo
 # Fields added after runs existed, with the value that computes what runs without them did: a
 # config.json that lacks one of them resumes under exactly that value, and no other.
 ADDED_FIELDS = {"model.norm_type": "layernorm", "model.qk_norm": False,
-                "model.causal_mask": True}
+                "model.causal_mask": True, "model.dense_matmul": "compute"}
 
 
 class WorkdirError(ValueError):
