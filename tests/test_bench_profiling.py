@@ -1,6 +1,6 @@
 """`scripts/benchmark.py --profile`'s driver logic (scripts/bench/profiling.py): which workers
-run together, the XLA_FLAGS each gets, and how an XLA option is judged against its program
-without it (speed in the same rounds; arithmetic by a digest of the parameters)."""
+run together, the XLA_FLAGS and model settings each gets, and how an option is judged against
+its program without it (speed in the same rounds; arithmetic by a digest of the parameters)."""
 from __future__ import annotations
 
 import sys
@@ -14,14 +14,46 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from bench import profiling  # noqa: E402
 
-FLAGGED = [name for name, v in profiling.VARIANTS.items() if v.xla_flags]
+FLAGGED = [name for name, v in profiling.VARIANTS.items() if profiling.changes(v)]
 
 
-def test_every_xla_option_is_compared_with_a_variant_that_exists():
-    assert FLAGGED
+def test_every_option_is_compared_with_a_variant_that_exists():
+    assert any(profiling.VARIANTS[n].xla_flags for n in FLAGGED)
+    assert any(profiling.VARIANTS[n].model for n in FLAGGED)
     for name in FLAGGED:
         reference = profiling.VARIANTS[profiling.VARIANTS[name].kind]
-        assert reference.kind == profiling.VARIANTS[name].kind and not reference.xla_flags, name
+        assert reference.kind == profiling.VARIANTS[name].kind, name
+        assert not profiling.changes(reference) and profiling._reference(name) == reference.kind
+
+
+def test_an_options_change_reads_as_a_user_would_set_it():
+    assert profiling.changes(profiling.VARIANTS["model_bf16_dense"]) == "model.dense_matmul=bfloat16"
+    assert (profiling.changes(profiling.VARIANTS["xla_vector_512"])
+            == "XLA_FLAGS=--xla_cpu_prefer_vector_width=512")
+    both = profiling.Variant("x", "scan_10", "--f=1", (("dtype", "bfloat16"),))
+    assert profiling.changes(both) == "model.dtype=bfloat16 XLA_FLAGS=--f=1"
+    assert profiling.changes(profiling.VARIANTS["scan_10"]) == ""
+
+
+def test_a_workers_model_settings_reach_the_model_it_builds(monkeypatch):
+    from types import SimpleNamespace
+
+    from bench import setups
+    from transformer_jax import DenseMatmul
+
+    class Built(Exception):
+        pass
+
+    def build(model, tcfg, seed=0):
+        raise Built(model)
+
+    monkeypatch.setattr(setups, "text_dataset", lambda *a, **k: SimpleNamespace(vocab_size=13))
+    monkeypatch.setattr(setups.Ours, "build", build)
+    for settings, want in (({}, DenseMatmul.COMPUTE),
+                           ({"dense_matmul": "bfloat16"}, DenseMatmul.BFLOAT16)):
+        with pytest.raises(Built) as built:
+            profiling._make_runner("scan_10", "unused.txt", "", settings)
+        assert built.value.args[0].dense_matmul is want
 
 
 def test_groups_start_with_the_baseline_and_hold_each_option_with_its_reference():

@@ -183,17 +183,24 @@ def test_profile_table_rows_per_variant_with_its_reference_and_arithmetic():
             "xla_no_ynn": {"ms_per_step": 30.0, "ratio_vs_trainer": 0.833, "reference": "scan_10",
                            "peak_mib": 450.0,
                            "ratio_vs_reference": 1.154, "same_arithmetic": False,
-                           "xla_flags": "--xla_cpu_experimental_ynn_fusion_type="}}
+                           "xla_flags": "--xla_cpu_experimental_ynn_fusion_type="},
+            "model_bf16_dense": {"ms_per_step": 23.0, "ratio_vs_trainer": 0.639,
+                                 "reference": "scan_10", "peak_mib": 720.0,
+                                 "ratio_vs_reference": 0.885, "same_arithmetic": False,
+                                 "xla_flags": "", "changes": "model.dense_matmul=bfloat16"}}
     machine = {"cpu": "Intel Xeon", "cpus": 2, "cpu_flags": ["avx512f"], "date": "2026-12-04",
                "jax": "0.10.2", "torch": "2.13.0"}
     block = page.render([{"mode": "profile", "profile": rows, "machine": machine}])
     assert "Intel Xeon, 2 logical CPUs (avx512f), 2026-12-04, jax 0.10.2, torch 2.13.0:" in block
     lines = [line for line in block.splitlines() if line.startswith(("| trainer", "| scan_10",
-                                                                     "| torch", "| xla"))]
+                                                                     "| torch", "| xla",
+                                                                     "| model"))]
     assert lines == [  # fastest first; vs torch chained through the baseline (0.722 / 0.667)
+        "| model_bf16_dense | `model.dense_matmul=bfloat16` | 23.0 | 0.639 | 0.958 | 0.885 | no "
+        "| 720 |",
         "| torch_2_threads | - | 24.0 | 0.667 | 1.000 | - | - | 500 |",
         "| scan_10 | - | 26.0 | 0.722 | 1.082 | - | - | 700 |",
-        "| xla_no_ynn | `--xla_cpu_experimental_ynn_fusion_type=` | 30.0 | 0.833 | 1.249 | 1.154 "
-        "| no | 450 |",
+        "| xla_no_ynn | `XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=` | 30.0 | 0.833 | 1.249 "
+        "| 1.154 | no | 450 |",
         "| trainer | - | 36.0 | 1.000 | 1.499 | - | - | 600 |"]
     assert "No profile run recorded yet." in page.render([_record("AMD EPYC", "2026-12-02", 1.0)])

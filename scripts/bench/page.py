@@ -122,13 +122,14 @@ def _profile_tables(records: list[dict]) -> str:
         torch = rows.get("torch_2_threads", {}).get("ratio_vs_trainer")
         lines = [f"{m['cpu']}, {m['cpus']} logical CPUs ({', '.join(m['cpu_flags']) or 'none'}), "
                  f"{m['date'][:10]}, {_stack(m)}:", "",
-                 "| variant | XLA_FLAGS added | ms/step | vs one step per call "
-                 "| vs torch, 2 threads | vs without the flags | same arithmetic "
+                 "| variant | added | ms/step | vs one step per call "
+                 "| vs torch, 2 threads | vs without the addition | same arithmetic "
                  "| worker's peak MiB |",
                  "|---|---|---|---|---|---|---|---|"]
         for name, r in sorted(rows.items(), key=lambda kv: kv[1]["ratio_vs_trainer"]):
             flagged = "reference" in r
-            cells = (name, f"`{r['xla_flags']}`" if flagged else "-", f"{r['ms_per_step']:.1f}",
+            added = r.get("changes", f"XLA_FLAGS={r.get('xla_flags')}")  # older records: flags
+            cells = (name, f"`{added}`" if flagged else "-", f"{r['ms_per_step']:.1f}",
                      f"{r['ratio_vs_trainer']:.3f}",
                      f"{r['ratio_vs_trainer'] / torch:.3f}" if torch else "-",
                      f"{r['ratio_vs_reference']:.3f}" if flagged else "-",
@@ -184,8 +185,8 @@ def render(records: list[dict]) -> str:
         "",
         "**`scripts/benchmark.py --profile`, the char LM's step under each variant** (ms per "
         "step, medians over rounds in which every variant runs in turn, each in its own "
-        "process; ratios of wall time in the same rounds. For an XLA option: against the same "
-        "k-step program without it, and whether the parameters after every step run are "
+        "process; ratios of wall time in the same rounds. For an XLA option or a model setting: "
+        "against the same k-step program without it, and whether the parameters after every step run are "
         "bitwise that program's. The peak is the worker's whole process, its compiles "
         "included):",
         "",

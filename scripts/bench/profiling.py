@@ -9,10 +9,11 @@ baseline — the trainer's loop as it is now — measured in the same rounds (me
 ratios, robust to load bursts), and each worker's peak resident memory (its compiles included).
 
 The `xla_*` variants are the k-step program under one of XLA:CPU's options (an XLA_FLAGS of
-their worker): their ratio is to the same program without it, measured in the same rounds,
-and `same_arithmetic` says whether the parameters after the last round (every step the
-workers ran, on the same batches) are bitwise that program's. An option that pays on your
-CPU and keeps the arithmetic can be set by exporting XLA_FLAGS; one that changes it would
+their worker), and the `model_*` variants under a model.* setting (`bf16_dense`:
+model.dense_matmul=bfloat16): their ratio is to the same program without it, measured in the
+same rounds, and `same_arithmetic` says whether the parameters after the last round (every
+step the workers ran, on the same batches) are bitwise that program's. An option that pays on
+your CPU and keeps the arithmetic can be set by exporting XLA_FLAGS; one that changes it would
 change the committed studies' results.
 
     python scripts/benchmark.py --profile [--profile_rounds 6 --profile_chunk 50]
@@ -42,13 +43,14 @@ class Variant:
     what: str
     kind: str = "trainer"  # what the worker runs, see _make_runner
     xla_flags: str = ""  # added to its worker's XLA_FLAGS; then it is compared with `kind`
+    model: tuple[tuple[str, str], ...] = ()  # model.* settings (field, value); the same
 
 
 _YNN = f"{YNN_FUSION_TYPE}LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"  # + which other fusions
 
 # What the trainer's defaults were adopted over, and XLA:CPU's options for this step. Other
 # candidates measured and not adopted (glibc malloc, fused q/k/v, a flat AdamW, 3-4
-# microbatches, bfloat16, ...) are in the issues' closing notes and git history, not code here.
+# microbatches, bfloat16 activations, ...) are in the issues' closing notes and git history.
 VARIANTS: dict[str, Variant] = {
     "trainer": Variant("baseline: one call per step + device_get(metrics), as train.py "
                        "(train.microbatches of configs/lm.py, as every variant unless _mb1)"),
@@ -69,7 +71,16 @@ VARIANTS: dict[str, Variant] = {
     "xla_concurrency_scheduler": Variant(
         "scan_10, XLA's concurrency-optimized scheduler", "scan_10",
         "--xla_cpu_scheduler_type=CPU_SCHEDULER_TYPE_CONCURRENCY_OPTIMIZED"),
+    "model_bf16_dense": Variant(
+        "scan_10, every Dense product on bfloat16 operands summed in float32 (AMX, AVX512-BF16)",
+        "scan_10", model=(("dense_matmul", "bfloat16"),)),
 }
+
+
+def changes(variant: Variant) -> str:
+    """What a variant adds to its reference's program, as a user would set it ('' for none)."""
+    return " ".join([*(f"model.{field}={value}" for field, value in variant.model),
+                     *([f"XLA_FLAGS={variant.xla_flags}"] if variant.xla_flags else [])])
 
 
 def worker_xla_flags(user_flags: str, variant: Variant) -> str:
@@ -91,10 +102,10 @@ def params_digest(params: Any) -> str:
 
 # --- worker side ---------------------------------------------------------------------------------
 
-def _make_runner(kind: str, text_path: str, data_dir: str
+def _make_runner(kind: str, text_path: str, data_dir: str, model_settings: dict[str, str]
                  ) -> tuple[Callable[[int], None], Callable[[], Optional[str]]]:
-    """Builds one variant of the charlm step; returns run(n), which trains n more steps, and
-    digest(), the parameters' digest now (None for PyTorch's)."""
+    """Builds one variant of the charlm step (with the model.* settings given); returns run(n),
+    which trains n more steps, and digest(), the parameters' digest now (None for PyTorch's)."""
     import jax
 
     from transformer_jax.train import steps
@@ -104,7 +115,7 @@ def _make_runner(kind: str, text_path: str, data_dir: str
     kind, _, passes = kind.partition("_mb")  # _mbN: train.microbatches=N, not configs/lm.py's
     run = setups.CharLM(microbatches=int(passes) if passes else lm_train.microbatches)
     ds = setups.text_dataset(text_path, run.seq_len, run.eval_windows, data_dir=data_dir)
-    model, tcfg = setups.charlm_configs(run, ds.vocab_size)
+    model, tcfg = setups.charlm_configs(run, ds.vocab_size, **model_settings)
     ours = setups.Ours.build(model, tcfg)
     rng = jax.random.key(1)
     counter = [0]
@@ -154,7 +165,8 @@ def _make_runner(kind: str, text_path: str, data_dir: str
     return run_steps, digest
 
 
-def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int) -> None:
+def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int,
+                model_settings: dict[str, str]) -> None:
     """Protocol: prints 'ready' after compiling; then per stdin line 'N' runs N steps and prints
     one JSON line {wall, cpu, sys, digest, peak_mib} (the parameters' digest, taken after the
     timing; the process's peak resident memory so far); an empty line or EOF ends it.
@@ -165,7 +177,7 @@ def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int) -> No
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     t0 = time.perf_counter()
-    run, digest = _make_runner(kind, text_path, data_dir)
+    run, digest = _make_runner(kind, text_path, data_dir, model_settings)
     run(warm_steps)  # compiles (and warms up caches)
     print(json.dumps({"ready": True, "setup_s": time.perf_counter() - t0}), file=protocol, flush=True)
     for line in sys.stdin:
@@ -192,7 +204,8 @@ class Worker:
         self.stderr = tempfile.TemporaryFile("w+")  # read back if the worker dies
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.profiling", "--worker", variant.kind,
-             "--text_path", text_path, "--data_dir", data_dir, "--warm_steps", str(warm_steps)],
+             "--text_path", text_path, "--data_dir", data_dir, "--warm_steps", str(warm_steps),
+             *(f"--model={field}={value}" for field, value in variant.model)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
             env=env)
 
@@ -225,8 +238,9 @@ class Worker:
 def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 6,
             chunk: int = 50, group_size: int = 8, log=print) -> dict[str, dict[str, Any]]:
     """Runs the variants in turns; returns {name: {ms_per_step, ratio_vs_trainer, ...}}, and
-    for an `xla_*` variant also its reference (the same program without the option, run in the
-    same group), ratio_vs_reference and same_arithmetic.
+    for an `xla_*` or `model_*` variant also its reference (the same program without the
+    option, run in the same group), ratio_vs_reference, same_arithmetic and `changes` (what
+    the option is, as a user sets it).
 
     At most `group_size` workers live at once (each holds ~0.7 GB); every group includes the
     baseline, and each variant's ratio is to the baseline of its own group and rounds.
@@ -245,15 +259,16 @@ def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 
                 reference = _reference(name)
                 if reference:
                     out[name].update(_versus(s, samples[reference]), reference=reference,
-                                     xla_flags=VARIANTS[name].xla_flags)
+                                     xla_flags=VARIANTS[name].xla_flags,
+                                     changes=changes(VARIANTS[name]))
         log(format_table({n: out[n] for n in group}))
     return out
 
 
 def _reference(name: str) -> Optional[str]:
-    """The variant an XLA-option variant is compared with: its program without the option."""
+    """The variant an option's variant is compared with: its program without the option."""
     variant = VARIANTS[name]
-    return variant.kind if variant.xla_flags else None
+    return variant.kind if changes(variant) else None
 
 
 def groups(names: list[str], group_size: int) -> list[list[str]]:
@@ -341,5 +356,7 @@ if __name__ == "__main__":
     parser.add_argument("--text_path", required=True)
     parser.add_argument("--data_dir", default="")
     parser.add_argument("--warm_steps", type=int, default=50)
+    parser.add_argument("--model", action="append", default=[], help="FIELD=VALUE, a model.* setting")
     a = parser.parse_args()
-    worker_main(a.worker, a.text_path, a.data_dir, a.warm_steps)
+    worker_main(a.worker, a.text_path, a.data_dir, a.warm_steps,
+                dict(setting.split("=", 1) for setting in a.model))
