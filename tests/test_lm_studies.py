@@ -15,14 +15,15 @@ from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = REPO / "experiments"
-LM_STUDIES = ("lm_positions", "lm_scaling", "lm_heads")
+LM_STUDIES = ("lm_positions", "lm_scaling", "lm_bfloat16", "lm_heads")
 
 
 @pytest.fixture(scope="module")
 def lm_suite(tmp_path_factory, shakespeare_file, tj_data_dir, compilation_cache) -> dict:
-    """The three studies at --size=tiny in one sweep, as `scripts/run.sh --suite=lm` runs them:
-    runs whose configs are the same (lm_scaling's dk16_scaled and lm_heads' h2 are lm_positions'
-    sinusoidal; h1 is dk32_scaled) are trained once and linked. name -> (study, root, reported)."""
+    """The lm studies at --size=tiny in one sweep, as `scripts/run.sh --suite=lm` runs them:
+    runs whose configs are the same (lm_scaling's dk16_scaled, lm_bfloat16's float32 and lm_heads'
+    h2 are lm_positions' sinusoidal; h1 is dk32_scaled) are trained once and linked.
+    name -> (study, root, reported)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TJ_SHAKESPEARE", shakespeare_file)
         studies = {name: load_study(EXPERIMENTS / f"{name}.py", "tiny") for name in LM_STUDIES}
@@ -39,6 +40,7 @@ def test_identical_runs_of_the_lm_studies_are_trained_once(lm_suite):
               for name, (study, root, _) in lm_suite.items() for variant in study.variants
               if (root / variant / "seed_0").is_symlink()}
     assert linked == {("lm_scaling", "dk16_scaled"): "../../lm_positions/sinusoidal/seed_0",
+                      ("lm_bfloat16", "float32"): "../../lm_positions/sinusoidal/seed_0",
                       ("lm_heads", "h1"): "../../lm_scaling/dk32_scaled/seed_0",
                       ("lm_heads", "h2"): "../../lm_positions/sinusoidal/seed_0"}, linked
 
@@ -59,6 +61,11 @@ def test_lm_study_at_tiny_size_writes_its_verdict(lm_suite, name):
     if name == "lm_heads":
         assert "### What the heads learned" in verdict and (root / "head_roles.png").exists()
         assert "| h4: some head's previous-token score ≥ 0.5 | " in verdict
+    if name == "lm_bfloat16":  # both variants' runs measured, a check row per variant
+        assert "### How far the rounding moves the gradient, against the batch" in verdict
+        for variant in study.variants:
+            assert f"| {variant}: the rounding moves the gradient ≤ 0.1 × as far" in verdict
+            assert f"| {variant} | 1 | " in verdict  # its seed 1's row
 
 
 def test_text_path_defaults_to_the_shared_copy_else_the_hub(monkeypatch, tmp_path):
