@@ -108,13 +108,28 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     assert vs_nanogpt.main([str(tmp_path), "--text", str(tmp_path / "t.txt"), "--pairs", "0"]) == 2
     err = capsys.readouterr().err
     assert "--pairs 0" in err and len(err.strip().splitlines()) == 1
+    assert vs_nanogpt.main([str(tmp_path), "--text", str(tmp_path / "t.txt"),
+                            "--ours-config", "dense_matmul=bfloat16"]) == 2
+    err = capsys.readouterr().err
+    assert "--ours-config 'dense_matmul=bfloat16' is not FIELD=VALUE" in err
+    assert len(err.strip().splitlines()) == 1
 
 
-def _record(cpu, date, wall_ratio):
+def test_ours_settings_reach_our_command_line_only():
+    plain = vs_nanogpt.ours_command("py", 10, Path("t.txt"), Path("d"), Path("w"))
+    added = vs_nanogpt.ours_command("py", 10, Path("t.txt"), Path("d"), Path("w"),
+                                    ("model.dense_matmul=bfloat16",))
+    assert added == plain + ["--config.model.dense_matmul=bfloat16"]
+
+
+def _record(cpu, date, wall_ratio, settings=None):
     summary = {"ours": {"wall_s": 80.0 * wall_ratio, "peak_mib": 600.0, "val_loss": 1.85},
                "nanogpt": {"wall_s": 80.0, "peak_mib": 400.0, "val_loss": 1.88},
                "wall_ratio": wall_ratio, "peak_ratio": 1.5}
-    return {"vs_nanogpt": {"max_iters": page.NANOGPT_ITERS, "pairs": 2, "summary": summary},
+    run = {"max_iters": page.NANOGPT_ITERS, "pairs": 2, "summary": summary}
+    if settings is not None:  # older records have no ours_config
+        run["ours_config"] = settings
+    return {"vs_nanogpt": run,
             "machine": {"cpu": cpu, "cpus": 2, "cpu_flags": ["avx2"], "date": date}}
 
 
@@ -124,10 +139,21 @@ def test_latest_per_cpu_keeps_one_row_per_cpu_the_latest():
     assert page.latest_per_cpu([new, xeon, old]) == [new, xeon]
 
 
+def test_a_run_with_settings_of_ours_gets_its_own_row():
+    plain = _record("Intel Xeon", "2026-12-03", 1.1)
+    rounded = _record("Intel Xeon", "2026-12-04", 0.95, ["model.dense_matmul=bfloat16"])
+    newer_plain = _record("Intel Xeon", "2026-12-05", 1.05, [])
+    block = page.render([plain, rounded])
+    assert "| 2026-12-03 | - | 2 | 88.0 / 80.0 | 1.10 |" in block
+    assert "| 2026-12-04 | `model.dense_matmul=bfloat16` | 2 | 76.0 / 80.0 | 0.95 |" in block
+    later = page.render([plain, rounded, newer_plain])  # no settings = [] = an older record's
+    assert "| 2026-12-03 |" not in later and "| 2026-12-05 | - | 2 | 84.0 / 80.0 | 1.05 |" in later
+
+
 def test_render_writes_the_rows_between_the_markers():
     block = page.render([_record("AMD EPYC", "2026-12-02", 0.9)])
     assert block.startswith(page.START) and block.endswith(page.END)
-    assert "| AMD EPYC | 2 | avx2 | 2026-12-02 | 2 | 72.0 / 80.0 | 0.90 |" in block
+    assert "| AMD EPYC | 2 | avx2 | 2026-12-02 | - | 2 | 72.0 / 80.0 | 0.90 |" in block
     assert "No full run recorded yet." in block
     text = f"head\n{page.START}\nold\n{page.END}\ntail\n"
     assert page.update(text, block) == f"head\n{block}\ntail\n"

@@ -39,15 +39,22 @@ def load(directory: Path) -> list[dict]:
     return records
 
 
-def latest_per_cpu(records: Iterable[dict]) -> list[dict]:
-    """The latest record of each CPU (model and logical CPUs), ordered by CPU."""
+def latest_per_cpu(records: Iterable[dict], also: Callable[[dict], tuple] = lambda r: ()
+                   ) -> list[dict]:
+    """The latest record of each CPU (model and logical CPUs; and of each `also(record)`, e.g.
+    the settings a run was given), ordered by CPU."""
     kept: dict[tuple, dict] = {}
     for record in records:
         m = record["machine"]
-        key = (m["cpu"], m["cpus"])
+        key = (m["cpu"], m["cpus"] or 0, also(record))
         if key not in kept or m["date"] > kept[key]["machine"]["date"]:
             kept[key] = record
-    return [kept[key] for key in sorted(kept, key=lambda k: (k[0], k[1] or 0))]
+    return [kept[key] for key in sorted(kept)]
+
+
+def _ours_settings(record: dict) -> tuple[str, ...]:
+    """The --ours-config settings of a side-by-side run (none: configs/lm.py as it is)."""
+    return tuple(record["vs_nanogpt"].get("ours_config", ()))
 
 
 def _machine_cells(m: dict) -> tuple[str, ...]:
@@ -77,7 +84,9 @@ def _nanogpt_cells(r: dict) -> tuple[str, ...]:
     ours, theirs = s["ours"], s["nanogpt"]
     warm = (f"{s['wall_ratio_warm']:.2f} / {s['peak_ratio_warm']:.2f}" if "ours_warm" in s
             else "-")
-    return (str(r["vs_nanogpt"]["pairs"]), f"{ours['wall_s']:.1f} / {theirs['wall_s']:.1f}",
+    settings = " ".join(f"`{x}`" for x in _ours_settings(r)) or "-"
+    return (settings, str(r["vs_nanogpt"]["pairs"]),
+            f"{ours['wall_s']:.1f} / {theirs['wall_s']:.1f}",
             f"{s['wall_ratio']:.2f}", f"{ours['peak_mib']:.0f} / {theirs['peak_mib']:.0f}",
             f"{s['peak_ratio']:.2f}", warm,
             f"{_loss(ours['val_loss'])} / {_loss(theirs['val_loss'])}", _stack(r["machine"]))
@@ -143,8 +152,8 @@ def _profile_tables(records: list[dict]) -> str:
 def render(records: list[dict]) -> str:
     """The block between the markers: the benchmark's table, then the side-by-side run's."""
     bench = latest_per_cpu(r for r in records if r.get("mode") == "full")
-    nanogpt = latest_per_cpu(r for r in records if "vs_nanogpt" in r
-                             and r["vs_nanogpt"]["max_iters"] == NANOGPT_ITERS)
+    nanogpt = latest_per_cpu((r for r in records if "vs_nanogpt" in r
+                              and r["vs_nanogpt"]["max_iters"] == NANOGPT_ITERS), _ours_settings)
     first_step = latest_per_cpu(r for r in records if len(r.get("first_step", ())) >= 2)
     memory = latest_per_cpu(r for r in records if "stages" in r and "runs" in r
                             and r.get("steps") == NANOGPT_ITERS)
@@ -160,9 +169,10 @@ def render(records: list[dict]) -> str:
         "",
         f"**`scripts/vs_nanogpt.sh`, {NANOGPT_ITERS:,} iterations** (medians over the pairs; "
         "ours / nanoGPT; warm: ours over its runs after the first, which load the compiled "
-        "programs from the cache the first wrote):",
+        "programs from the cache the first wrote; ours' settings: what `--ours-config` added "
+        "to configs/lm.py):",
         "",
-        _table(("pairs", "wall s", "wall ratio", "peak MiB", "peak ratio",
+        _table(("ours' settings", "pairs", "wall s", "wall ratio", "peak MiB", "peak ratio",
                 "warm: wall / peak ratio", "val loss", "stack"),
                nanogpt,
                _nanogpt_cells, "No side-by-side run recorded yet."),

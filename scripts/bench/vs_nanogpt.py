@@ -1,6 +1,7 @@
 """nanoGPT's README CPU run and ours, side by side, as a user runs them: whole processes.
 
     scripts/vs_nanogpt.sh NANOGPT_DIR [--text PATH] [--pairs 2] [--max-iters 2000] [--out FILE]
+        [--ours-config FIELD=VALUE ...]
 
 NANOGPT_DIR is a local checkout of github.com/karpathy/nanoGPT. Its data is prepared first,
 untimed, as its data/shakespeare_char/prepare.py prepares it (the same characters, the first
@@ -12,7 +13,9 @@ first of each pair alternates), each side runs under `/usr/bin/time -v`:
   ours     python -m transformer_jax.main --config=configs/lm.py, with the same model: learned
            positions over a context of 64, weight decay 0.1 (nanoGPT's), the same iterations.
 
-and the table gives each run's wall time, CPU time (user + sys), peak resident memory and
+`--ours-config model.dense_matmul=bfloat16` (repeatable) adds `--config.FIELD=VALUE` to our
+runs; the record keeps it, and the page gives such a run its own row. The table gives each
+run's wall time, CPU time (user + sys), peak resident memory and
 validation loss. The two losses are not estimated alike: nanoGPT's is the mean of 20 random
 batches of the held-out split (its `estimate_loss`, --eval_iters=20); ours is the whole held-out
 split, every window (configs/lm.py's data.num_eval=0). The last line is one JSON object with
@@ -38,6 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TEXT = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
 TIME = "/usr/bin/time"
 SIDES = ("nanogpt", "ours")
+_SETTING = re.compile(r"[a-z_]+\.[a-z_0-9]+=.+")  # --ours-config: section.field=value
 NANOGPT_EVAL_INTERVAL = 250  # config/train_shakespeare_char.py's
 # nanoGPT's README CPU command, after `config/train_shakespeare_char.py`.
 NANOGPT_README_FLAGS = ("--device=cpu", "--compile=False", "--eval_iters=20", "--log_interval=1",
@@ -75,14 +79,15 @@ def nanogpt_command(python: str, max_iters: int, out_dir: Path) -> list[str]:
 
 
 def ours_command(python: str, max_iters: int, text_path: Path, data_dir: Path,
-                 workdir: Path) -> list[str]:
+                 workdir: Path, settings: tuple[str, ...] = ()) -> list[str]:
     return [python, "-m", "transformer_jax.main", "--config=configs/lm.py",
             f"--workdir={workdir}", f"--config.data.text_path={text_path}",
             f"--config.data.data_dir={data_dir}", "--config.model.position=learned",
             "--config.model.max_len=64", "--config.train.weight_decay=0.1",
             f"--config.train.num_steps={max_iters}",
             # warm-up 100 as nanoGPT, shorter than a short run (its cosine needs steps after it)
-            f"--config.train.warmup_steps={min(100, max_iters // 2)}"]
+            f"--config.train.warmup_steps={min(100, max_iters // 2)}",
+            *(f"--config.{setting}" for setting in settings)]  # FIELD=VALUE, the user's own
 
 
 def parse_time_v(report: str) -> dict:
@@ -129,7 +134,8 @@ def run_timed(command: list[str], cwd: Path, log: Path, env: Optional[dict] = No
 
 
 def race(nanogpt_dir: Path, text_path: Path, python: str, nanogpt_python: str, pairs: int,
-         max_iters: int, scratch: Path, log=print) -> list[dict]:
+         max_iters: int, scratch: Path, log=print, ours_settings: tuple[str, ...] = ()
+         ) -> list[dict]:
     """`pairs` alternating pairs of whole runs (the side that goes first alternates); a row per
     run. Ours gets a fresh compilation cache here: its first run compiles, later ones reuse."""
     env = {**os.environ, "TJ_JAX_CACHE_DIR": str(scratch / "jax_cache")}
@@ -141,7 +147,7 @@ def race(nanogpt_dir: Path, text_path: Path, python: str, nanogpt_python: str, p
                 command, cwd = nanogpt_command(nanogpt_python, max_iters, run_dir), nanogpt_dir
             else:
                 command, cwd = ours_command(python, max_iters, text_path, scratch / "tfds",
-                                            run_dir), REPO
+                                            run_dir, ours_settings), REPO
             log(f"[vs_nanogpt] pair {pair + 1}/{pairs}: {side} ...")
             figures = run_timed(command, cwd, scratch / f"{side}_{pair}.log", env)
             loss = (nanogpt_val_loss((scratch / f"{side}_{pair}.log").read_text())
@@ -214,6 +220,8 @@ def main(argv=None) -> int:
     parser.add_argument("--nanogpt-python", default=sys.executable,
                         help="the Python that runs nanoGPT (needs torch and numpy)")
     parser.add_argument("--out", default="", help="also write the JSON line to this file")
+    parser.add_argument("--ours-config", action="append", default=[], metavar="FIELD=VALUE",
+                        help="adds --config.FIELD=VALUE to our runs (e.g. model.dense_matmul=bfloat16)")
     args = parser.parse_args(argv)
     error = _check(args)
     if error:
@@ -224,8 +232,10 @@ def main(argv=None) -> int:
     data = prepare_nanogpt_data(args.text, args.nanogpt_dir)
     from bench import machine, setups
     setups.text_dataset(str(args.text), 64, 0, data_dir=str(scratch / "tfds"))  # ours, untimed
+    settings = tuple(args.ours_config)
     rows = race(args.nanogpt_dir.resolve(), args.text.resolve(), sys.executable,
-                args.nanogpt_python, args.pairs, args.max_iters, scratch, log=log)
+                args.nanogpt_python, args.pairs, args.max_iters, scratch, log=log,
+                ours_settings=settings)
     summary = summarize(rows)
     record = machine.record()
     print(f"\n== nanoGPT's README CPU run vs ours: {args.max_iters} iterations, {args.pairs} "
@@ -234,7 +244,8 @@ def main(argv=None) -> int:
     print(f"val loss: nanoGPT's over 20 random held-out batches, ours over the whole held-out "
           f"split ({data['val_tokens']:,} characters); logs in {scratch}")
     machine.emit({"vs_nanogpt": {"max_iters": args.max_iters, "pairs": args.pairs,
-                                 "runs": rows, "summary": summary, "data": data}}, args.out)
+                                 "ours_config": list(settings), "runs": rows,
+                                 "summary": summary, "data": data}}, args.out)
     return 0
 
 
@@ -248,6 +259,10 @@ def _check(args) -> str:
         return f"--text {str(args.text)!r} does not exist"
     if args.pairs < 1 or args.max_iters < 1:
         return f"--pairs {args.pairs} and --max-iters {args.max_iters} must be at least 1"
+    for setting in args.ours_config:
+        if not _SETTING.fullmatch(setting):
+            return (f"--ours-config {setting!r} is not FIELD=VALUE with FIELD a config field "
+                    f"such as model.dense_matmul (it becomes --config.FIELD=VALUE)")
     if not os.access(TIME, os.X_OK):
         return f"{TIME} is missing (GNU time: apt-get install time)"
     return ""
