@@ -27,7 +27,8 @@ def test_every_option_is_compared_with_a_variant_that_exists():
 
 
 def test_an_options_change_reads_as_a_user_would_set_it():
-    assert profiling.changes(profiling.VARIANTS["model_bf16_dense"]) == "model.dense_matmul=bfloat16"
+    assert (profiling.changes(profiling.VARIANTS["model_bf16_dense"])
+            == "model.dense_matmul=bfloat16")
     assert (profiling.changes(profiling.VARIANTS["xla_vector_512"])
             == "XLA_FLAGS=--xla_cpu_prefer_vector_width=512")
     both = profiling.Variant("x", "scan_10", "--f=1", (("dtype", "bfloat16"),))

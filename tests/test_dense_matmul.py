@@ -150,6 +150,7 @@ def test_config_parses_the_switch_and_names_the_choices():
     cfg = ModelConfig.from_config(model, vocab_size=13, num_outputs=13)
     assert cfg.dense_matmul is DenseMatmul.BFLOAT16 and cfg.to_dict()["dense_matmul"] == "bfloat16"
     assert ModelConfig(vocab_size=13, num_outputs=13).dense_matmul is DenseMatmul.COMPUTE
-    with pytest.raises(ConfigError, match="model.dense_matmul='bf16' is not one of: compute, bfloat16"):
+    with pytest.raises(ConfigError,
+                       match="model.dense_matmul='bf16' is not one of: compute, bfloat16"):
         ModelConfig.from_config(ml_collections.ConfigDict({"dense_matmul": "bf16"}),
                                 vocab_size=13, num_outputs=13)

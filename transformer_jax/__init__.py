@@ -14,7 +14,7 @@ from transformer_jax.model.norms import DynamicTanh, make_norm
 
 __all__ = [
     "Arch", "AttentionImpl", "AttentionProbe", "Block", "ConfigError", "DenseMatmul", "DType",
-    "DynamicTanh", "FeedForward", "Head", "Mask", "ModelConfig", "MultiHeadAttention", "Norm", "NormType",
-    "Position", "Transformer", "attention_mask", "count_params", "fused_attention", "make_norm",
-    "scaled_dot_product_attention", "structured_attention_mask",
+    "DynamicTanh", "FeedForward", "Head", "Mask", "ModelConfig", "MultiHeadAttention", "Norm",
+    "NormType", "Position", "Transformer", "attention_mask", "count_params", "fused_attention",
+    "make_norm", "scaled_dot_product_attention", "structured_attention_mask",
 ]

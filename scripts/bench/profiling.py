@@ -356,7 +356,8 @@ if __name__ == "__main__":
     parser.add_argument("--text_path", required=True)
     parser.add_argument("--data_dir", default="")
     parser.add_argument("--warm_steps", type=int, default=50)
-    parser.add_argument("--model", action="append", default=[], help="FIELD=VALUE, a model.* setting")
+    parser.add_argument("--model", action="append", default=[],
+                        help="FIELD=VALUE, a model.* setting")
     a = parser.parse_args()
     worker_main(a.worker, a.text_path, a.data_dir, a.warm_steps,
                 dict(setting.split("=", 1) for setting in a.model))

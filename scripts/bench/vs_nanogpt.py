@@ -221,7 +221,8 @@ def main(argv=None) -> int:
                         help="the Python that runs nanoGPT (needs torch and numpy)")
     parser.add_argument("--out", default="", help="also write the JSON line to this file")
     parser.add_argument("--ours-config", action="append", default=[], metavar="FIELD=VALUE",
-                        help="adds --config.FIELD=VALUE to our runs (e.g. model.dense_matmul=bfloat16)")
+                        help="adds --config.FIELD=VALUE to our runs "
+                             "(e.g. model.dense_matmul=bfloat16)")
     args = parser.parse_args(argv)
     error = _check(args)
     if error:

@@ -11,9 +11,11 @@ costs nothing (a reshape of contiguous memory).
 bfloat16 and accumulates in float32: the forward x·W and both gradient products, g·Wᵀ and xᵀ·g.
 Activations, parameters and everything else stay in `model.dtype`. The custom gradient is the
 point: autodiff of a bfloat16 dot would multiply the float32 cotangent in float32, and XLA:CPU
-multiplies bfloat16 x bfloat16 -> float32 on AMX / AVX512-BF16 units (2.5-3.5× its float32 rate
-on the char LM's shapes on an Intel Xeon with AMX), while bfloat16 x bfloat16 -> bfloat16 runs
-at its float32 rate.
+multiplies bfloat16 x bfloat16 -> float32 on AMX / AVX512-BF16 units (1.9-3.7× its float32 rate
+on the char LM's four Dense shapes, [384, 128] x [128, 128] to [128, 384] x [384, 128], on an
+Intel Xeon with AMX), while bfloat16 x bfloat16 -> bfloat16 runs at its float32 rate. The
+char LM's whole step gains less (about 8 %, `scripts/benchmark.py --profile`): half its time is
+outside the Dense products.
 """
 from __future__ import annotations
 

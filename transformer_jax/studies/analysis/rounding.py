@@ -4,7 +4,7 @@ tolerate the batch's noise.
 
 At a run's final parameters, for `pairs` pairs of training batches (A, B) of the run's size:
 
-    rounding = ‖∇L_bf16(A) − ∇L_f32(A)‖ / ‖∇L_f32(A)‖   the same batch, Dense products rounded or not
+    rounding = ‖∇L_bf16(A) − ∇L_f32(A)‖ / ‖∇L_f32(A)‖   one batch, Dense products rounded or not
     batch    = ‖∇L_f32(B) − ∇L_f32(A)‖ / ‖∇L_f32(A)‖   two batches, both float32
 
 and their ratio rounding / batch. Each seed's value is the median over its pairs. The gradient
@@ -101,7 +101,8 @@ def markdown(results: Mapping[str, tuple[tuple[int, ...], np.ndarray]],
              markdown_table(["variant", "seed", "rounding", "batch", "rounding / batch"], rows),
              ""]
     if checks:
-        lines += ["| check (thresholds from the study) | seeds passing | verdict |", "|---|---|---|"]
+        lines += ["| check (thresholds from the study) | seeds passing | verdict |",
+                  "|---|---|---|"]
         for c in checks:
             seeds, values = results.get(c.variant, ((), np.zeros((0, pairs, 2))))
             passed = [bool(c.test(float(np.median(v[:, 0] / v[:, 1])))) for v in values]
