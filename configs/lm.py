@@ -6,6 +6,10 @@ Run (with a local copy of the text; without text_path the TFDS hub dataset is us
 Smoke size (seconds):
   python -m transformer_jax.main --config=configs/lm.py:tiny --workdir=runs/lm_tiny \
       --config.data.text_path=../shared/data/tinyshakespeare.txt
+On a CPU with AMX or AVX512-BF16 (recent Intel Xeons), --config.model.dense_matmul=bfloat16
+multiplies the Dense layers' products on bfloat16 operands with float32 sums: a faster step
+there (docs/performance.md, the --profile table) at the same validation loss
+(experiments/results/lm_bfloat16.md).
 """
 from transformer_jax.train import defaults as common
 
