@@ -113,6 +113,19 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--ours-config 'dense_matmul=bfloat16' is not FIELD=VALUE" in err
     assert len(err.strip().splitlines()) == 1
+    for setting, message in (
+            ("model.dense_matmul=bf16", "model.dense_matmul='bf16' is not one of: compute, bfloat16"),
+            ("model.nope=1", "configs/lm.py has no field model.nope"),
+            ("train.num_steps=many", "train.num_steps takes int values")):
+        assert vs_nanogpt.main([str(tmp_path), "--text", str(tmp_path / "t.txt"),
+                                "--ours-config", setting]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    ours = lambda *settings: vs_nanogpt.ours_command("py", 2000, Path("t"), Path("d"), Path("w"),
+                                                      settings)
+    assert vs_nanogpt.settings_error(ours("model.dense_matmul=bfloat16")) == ""
+    assert "train.warmup_steps=100 must be less than train.num_steps=20" in (  # with ours' own
+        vs_nanogpt.settings_error(ours("train.num_steps=20")))
 
 
 def test_ours_settings_reach_our_command_line_only():

@@ -24,6 +24,7 @@ every number and the machine (bench/machine.py); `--out FILE` writes it there to
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import pickle
@@ -88,6 +89,36 @@ def ours_command(python: str, max_iters: int, text_path: Path, data_dir: Path,
             # warm-up 100 as nanoGPT, shorter than a short run (its cosine needs steps after it)
             f"--config.train.warmup_steps={min(100, max_iters // 2)}",
             *(f"--config.{setting}" for setting in settings)]  # FIELD=VALUE, the user's own
+
+
+def settings_error(command: list[str]) -> str:
+    """Why configs/lm.py with our command's --config.FIELD=VALUE settings (`ours_command`'s, the
+    user's --ours-config last) would not run, '' if it would: checked here, in milliseconds,
+    rather than by our first run after nanoGPT's."""
+    from transformer_jax.config import ConfigError
+    from transformer_jax.studies.loading import load_config
+    from transformer_jax.train.run import check_config
+
+    config = load_config(REPO / "configs" / "lm.py")
+    for setting in (a.removeprefix("--config.") for a in command if a.startswith("--config.")):
+        dotted, _, text = setting.partition("=")
+        section, field = dotted.split(".")
+        if section not in config or field not in config[section]:
+            return f"--ours-config {setting!r}: configs/lm.py has no field {dotted}"
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text  # a string, as absl's --config.FIELD=VALUE reads it
+        try:
+            config[section][field] = value
+        except TypeError:
+            return (f"--ours-config {setting!r}: {dotted} takes "
+                    f"{type(config[section][field]).__name__} values")
+    try:
+        check_config(config)
+    except ConfigError as error:
+        return f"--ours-config: {error}"
+    return ""
 
 
 def parse_time_v(report: str) -> dict:
@@ -266,7 +297,9 @@ def _check(args) -> str:
                     f"such as model.dense_matmul (it becomes --config.FIELD=VALUE)")
     if not os.access(TIME, os.X_OK):
         return f"{TIME} is missing (GNU time: apt-get install time)"
-    return ""
+    command = ours_command(sys.executable, args.max_iters, args.text, Path("data"), Path("run"),
+                           tuple(args.ours_config))
+    return settings_error(command)
 
 
 if __name__ == "__main__":
