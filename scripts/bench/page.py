@@ -196,8 +196,8 @@ def render(records: list[dict]) -> str:
         "**`scripts/benchmark.py --profile`, the char LM's step under each variant** (ms per "
         "step, medians over rounds in which every variant runs in turn, each in its own "
         "process; ratios of wall time in the same rounds. For an XLA option or a model "
-        "setting: against the same k-step program without it, and whether the parameters after every step run are "
-        "bitwise that program's. The peak is the worker's whole process, its compiles "
+        "setting: against the same k-step program without it, and whether the parameters "
+        "after every step run are bitwise that program's. The peak is the worker's whole process, its compiles "
         "included):",
         "",
         _profile_tables(profile),

@@ -9,7 +9,7 @@ baseline — the trainer's loop as it is now — measured in the same rounds (me
 ratios, robust to load bursts), and each worker's peak resident memory (its compiles included).
 
 The `xla_*` variants are the k-step program under one of XLA:CPU's options (an XLA_FLAGS of
-their worker), and the `model_*` variants under a model.* setting (`bf16_dense`:
+their worker), and the `model_*` variants under a model.* setting (`model_bf16_dense`:
 model.dense_matmul=bfloat16): their ratio is to the same program without it, measured in the
 same rounds, and `same_arithmetic` says whether the parameters after the last round (every
 step the workers ran, on the same batches) are bitwise that program's. An option that pays on
@@ -43,7 +43,7 @@ class Variant:
     what: str
     kind: str = "trainer"  # what the worker runs, see _make_runner
     xla_flags: str = ""  # added to its worker's XLA_FLAGS; then it is compared with `kind`
-    model: tuple[tuple[str, str], ...] = ()  # model.* settings (field, value); the same
+    model: tuple[tuple[str, str], ...] = ()  # model.* (field, value) settings; likewise
 
 
 _YNN = f"{YNN_FUSION_TYPE}LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"  # + which other fusions
