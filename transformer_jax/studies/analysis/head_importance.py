@@ -34,7 +34,7 @@ from flax import nnx
 
 from transformer_jax.studies.analysis import head_roles
 from transformer_jax.studies.analysis.restore import Restored, finished_run_dirs, restore_variant
-from transformer_jax.studies.markdown import markdown_table
+from transformer_jax.studies.markdown import checks_table, markdown_table
 from transformer_jax.train import steps
 
 CSV_FILE, PLOT_FILE = "head_importance.csv", "head_importance.png"
@@ -190,15 +190,13 @@ def roles_cost_more(importance: np.ndarray, scores: Mapping[str, np.ndarray]) ->
 def _checks_markdown(results, rows, checks: tuple[Check, ...]) -> str:
     if not checks:
         return ""
-    # A blank line first: a table straight after the figure's line is not a table in Markdown.
-    lines = ["", "| check (stated before the run) | seeds passing | verdict |", "|---|---|---|"]
-    for c in checks:
+    def passed(c: Check) -> list[bool]:
         seeds, _, importance = results.get(c.variant, ((), None, None))
-        passed = [bool(c.test(importance[i], role_scores(rows, c.variant, s, importance.shape[1:])))
-                  for i, s in enumerate(seeds)]
-        verdict = ("no finished run" if not passed else
-                   "PASS" if all(passed) else "FAIL" if not any(passed) else "MIXED")
-        lines.append(f"| {c.text} | {sum(passed)}/{len(passed)} | {verdict} |")
+        return [bool(c.test(importance[i], role_scores(rows, c.variant, s, importance.shape[1:])))
+                for i, s in enumerate(seeds)]
+    # A blank line first: a table straight after the figure's line is not a table in Markdown.
+    lines = ["", *checks_table("check (stated before the run)",
+                               ((c.text, passed(c)) for c in checks))]
     return "\n".join(lines) + "\n"
 
 

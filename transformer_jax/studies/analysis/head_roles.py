@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from transformer_jax.studies.markdown import markdown_table
+from transformer_jax.studies.markdown import checks_table, markdown_table
 from transformer_jax.train import loop as train
 from transformer_jax.studies.analysis.restore import finished_run_dirs, restore_variant
 
@@ -206,13 +206,9 @@ def _markdown(results, checks: tuple[Check, ...]) -> str:
              f"mean attended offset i − j. Roles: previous-token ≥ {PREVIOUS_TOKEN}, induction ≥ "
              f"{INDUCTION}. Every head: {CSV_FILE}.", "", table, ""]
     if checks:
-        lines += ["| check (thresholds from the study) | seeds passing | verdict |", "|---|---|---|"]
-        for c in checks:
-            per_seed = results.get(c.variant, {})
-            passed = [bool(c.test(s, init)) for s, init in per_seed.values()]
-            verdict = ("no finished run" if not passed else
-                       "PASS" if all(passed) else "FAIL" if not any(passed) else "MIXED")
-            lines.append(f"| {c.text} | {sum(passed)}/{len(passed)} | {verdict} |")
+        lines += checks_table("check (thresholds from the study)", (
+            (c.text, [bool(c.test(s, init)) for s, init in results.get(c.variant, {}).values()])
+            for c in checks))
         lines.append("")
     lines += [f"![head roles]({PLOT_FILE})", ""]
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from flax import nnx
 
 from transformer_jax.config import DenseMatmul, ModelConfig
 from transformer_jax.studies.analysis.restore import Restored, finished_run_dirs, restore_variant
-from transformer_jax.studies.markdown import markdown_table
+from transformer_jax.studies.markdown import checks_table, markdown_table
 from transformer_jax.train import steps
 from transformer_jax.train.init import init_model
 
@@ -101,13 +101,10 @@ def markdown(results: Mapping[str, tuple[tuple[int, ...], np.ndarray]],
              markdown_table(["variant", "seed", "rounding", "batch", "rounding / batch"], rows),
              ""]
     if checks:
-        lines += ["| check (thresholds from the study) | seeds passing | verdict |",
-                  "|---|---|---|"]
-        for c in checks:
-            seeds, values = results.get(c.variant, ((), np.zeros((0, pairs, 2))))
-            passed = [bool(c.test(float(np.median(v[:, 0] / v[:, 1])))) for v in values]
-            verdict = ("no finished run" if not passed else
-                       "PASS" if all(passed) else "FAIL" if not any(passed) else "MIXED")
-            lines.append(f"| {c.text} | {sum(passed)}/{len(passed)} | {verdict} |")
+        ratios = {v: [float(np.median(p[:, 0] / p[:, 1])) for p in values]
+                  for v, (_, values) in results.items()}  # per seed
+        lines += checks_table("check (thresholds from the study)",
+                              ((c.text, [bool(c.test(r)) for r in ratios.get(c.variant, [])])
+                               for c in checks))
         lines.append("")
     return "\n".join(lines)
