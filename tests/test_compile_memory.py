@@ -1,6 +1,6 @@
 """The compiler's memory is handed back after each compile: the listener trims on a backend
-compile, only then, and the entry points register it once; malloc's arenas are capped and
-the calls' large buffers reused."""
+compile, only then, and the entry points register it once; malloc's arenas are left at glibc's
+default and the calls' large buffers reused."""
 from __future__ import annotations
 
 import os
@@ -54,12 +54,25 @@ def test_glibc_trim_is_found_here():
     assert trim is not None and trim(0) in (0, 1)
 
 
-def test_the_entry_points_set_up_caps_malloc_arenas(monkeypatch):
-    asked = []
+class RecordingGlibc:
+    """A stand-in for glibc that records mallopt's parameters and succeeds."""
+
+    def __init__(self):
+        self.params: list[int] = []
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.params.append(param)
+        return 1
+
+
+def test_the_entry_points_set_up_changes_no_malloc_setting(monkeypatch):
+    """No mallopt at all: a cap on the arenas (M_ARENA_MAX, -8 in malloc.h) made the threads of a
+    process that compiled its own programs contend for two heaps (compile_memory's docstring)."""
+    glibc = RecordingGlibc()
+    monkeypatch.setattr(compile_memory, "_glibc", lambda: glibc)
     monkeypatch.setattr(cli, "enable_compilation_cache", lambda: None)
-    monkeypatch.setattr(compile_memory, "limit_arenas", lambda *a: asked.append(a) or True)
     cli.set_up_compilation()
-    assert asked == [()]
+    assert glibc.params == []
 
 
 @pytest.mark.parametrize("steps_per_call", [1, 2])
@@ -112,16 +125,6 @@ def test_reusing_large_buffers_ends_the_page_faults_of_each_call():
     assert faults["reuse"] <= faults["default"] / 10, faults
 
 
-def test_glibc_mallopt_accepts_the_arena_cap(monkeypatch):
-    """glibc's mallopt returns 1 on success; the real call, with the value the set-up uses (a
-    wrong parameter number, e.g. M_ARENA_TEST's -7 for M_ARENA_MAX's -8, would be taken as
-    well, so the number itself is checked against glibc's malloc.h)."""
-    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)  # no arena_max of yours: it would stay
-    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
-    assert compile_memory.M_ARENA_MAX == -8 and compile_memory.ARENAS == 2
-    assert compile_memory.limit_arenas() is True
-
-
 def test_the_trainer_gives_memory_back_after_each_evaluation(monkeypatch, tmp_path):
     from helpers_train import tiny_config
     from transformer_jax.train import loop
@@ -145,22 +148,18 @@ def test_a_malloc_tunable_the_process_started_with_is_the_users():
 
 
 def test_the_users_malloc_tunables_are_not_overridden(monkeypatch):
-    """With arena_max or a threshold given at start, neither the arena cap nor the buffer reuse
-    calls mallopt (a recording stand-in for glibc says so), and both report False."""
-    calls = []
-
-    class Glibc:
-        def mallopt(self, param, value):
-            calls.append(param)
-            return 1
-    monkeypatch.setattr(compile_memory, "_glibc", lambda: Glibc())
+    """With a threshold given at start, the buffer reuse calls no mallopt (a recording stand-in
+    for glibc says so) and reports False."""
+    glibc = RecordingGlibc()
+    calls = glibc.params
+    monkeypatch.setattr(compile_memory, "_glibc", lambda: glibc)
     for name in [k for k in os.environ if k.startswith("MALLOC_")]:  # only the settings below
         monkeypatch.delenv(name)
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=9")
-    assert compile_memory.limit_arenas() is False
+    assert compile_memory.reuse_large_buffers() is False
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=9")
     assert compile_memory.reuse_large_buffers() is False
     assert calls == []
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")
-    assert compile_memory.limit_arenas() is True and compile_memory.reuse_large_buffers() is True
-    assert calls == [compile_memory.M_ARENA_MAX, compile_memory.M_MMAP_THRESHOLD,
-                     compile_memory.M_TRIM_THRESHOLD]
+    assert compile_memory.reuse_large_buffers() is True
+    assert calls == [compile_memory.M_MMAP_THRESHOLD, compile_memory.M_TRIM_THRESHOLD]

@@ -129,13 +129,12 @@ def log_to_file(path: Path, ready: Optional[Callable[[], bool]] = None) -> Itera
 
 
 def set_up_compilation() -> None:
-    """What every entry point does before it compiles: the persistent compilation cache, the
-    compiler's memory given back to the system after each compile, and few malloc arenas
-    (`compile_memory`)."""
+    """What every entry point does before it compiles: the persistent compilation cache and the
+    compiler's memory given back to the system after each compile (`compile_memory`, which
+    also says why malloc's arenas are left at glibc's default)."""
     from transformer_jax.train import compile_memory
     enable_compilation_cache()
     compile_memory.release_after_compiles()
-    compile_memory.limit_arenas()
 
 
 def enable_compilation_cache() -> None:

@@ -9,6 +9,17 @@ compilation cache, Intel Xeon with AVX-512 and AMX, 2 CPUs): peak 663 -> 591 MiB
 unchanged (23.2 vs 23.0 s); the benchmarks' figures since are on docs/performance.md. A trim
 takes milliseconds; a run compiles a handful of programs.
 
+Why glibc's malloc arenas are left at its default (8 per core): capping them at 2 (mallopt
+M_ARENA_MAX, as the entry points once did) made every thread that allocates share two heaps and
+their locks. Where the process compiled its programs itself, that contention stayed through
+training. Measured in whole 2,000-step runs of scripts/vs_nanogpt.sh's configs/lm.py command
+with model.dense_matmul=bfloat16 (Intel Xeon with AVX-512 and AMX, 2 CPUs, two rounds, each a
+cold then a warm compilation cache): cold 63.6 / 63.7 s with the cap against 55.6 / 55.1 s
+without (40-42 steps/s against 46), 263,000-307,000 voluntary context switches against
+115,000-117,000, peak 739 / 695 MiB against 711 / 727; warm 49.3 / 48.9 s against 49.8 /
+49.0 s, peak 495 / 486 MiB against 506 / 513. The cap saved ~20 MiB of a warm run's peak and
+cost 8 s of a cold one. A user who wants it still can: GLIBC_TUNABLES=glibc.malloc.arena_max=2.
+
 Only where the C library is glibc (Linux); elsewhere nothing happens.
 """
 from __future__ import annotations
@@ -41,30 +52,13 @@ def _malloc_trim() -> Optional[Callable[[int], int]]:
     return None if libc is None else libc.malloc_trim
 
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
-ARENAS = 2  # malloc arenas per process, for all threads
-
-
 def user_set(tunable: str, environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether this process was started with glibc's malloc `tunable` (e.g. "arena_max") set,
-    in GLIBC_TUNABLES or its MALLOC_* variable. Then the value is the user's, as huge pages'
+    """Whether this process was started with glibc's malloc `tunable` (e.g. "mmap_threshold")
+    set, in GLIBC_TUNABLES or its MALLOC_* variable. Then the value is the user's, as huge pages'
     tunable is (`hugepages`): a mallopt here would replace it silently, after the start at
     which glibc applied it."""
     return (f"glibc.malloc.{tunable}" in hugepages.tunables(environ)
             or f"MALLOC_{tunable.upper()}_" in environ or f"MALLOC_{tunable.upper()}" in environ)
-
-
-def limit_arenas(arenas: int = ARENAS) -> bool:
-    """Caps glibc's malloc arenas (default 8 per core), as MALLOC_ARENA_MAX would: XLA's and the
-    input pipeline's threads otherwise each grow a heap of their own, whose freed pages glibc
-    keeps. Measured on a 2,000-step configs/lm.py run with a warm compile cache (Intel Xeon,
-    2 CPUs): RSS crept from 494 to 588 MiB over training with the default, to 552-557 with 2
-    arenas, at the same wall time. Returns whether it was set (False without glibc, or where
-    the process was started with arena_max set: the user's value stays)."""
-    libc = _glibc()
-    if libc is None or user_set("arena_max"):
-        return False
-    return libc.mallopt(M_ARENA_MAX, arenas) == 1
 
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
