@@ -23,9 +23,13 @@ def get_config(arg=None):
     config.data.seq_len = 64
     config.data.num_eval = 0  # every window of the held-out 10 % (111,540 characters)
     config.train.batch_size = 12
-    # 10 steps per compiled call: the step once, the call's overhead a tenth (per-step times
-    # against one step per call: scripts/benchmark.py --profile, docs/performance.md)
-    config.train.steps_per_call = 10
+    # 50 steps per compiled call, one log interval (a call ends on every log step anyway): the
+    # step once, the call's overhead (its temporary buffers mapped and faulted in anew, ~40 MiB)
+    # a fiftieth. Same numbers as 10 or 1 per call, bitwise. Against 10 per call, whole warm
+    # 2,000-step runs of scripts/vs_nanogpt.sh's command (bf16 Dense products, Intel Xeon with
+    # AMX, 2 CPUs, alternating): 45.1 / 44.9 s against 47.1 / 47.4, page faults 0.59 M against
+    # 2.26 M, peak no higher (one step per call against k: scripts/benchmark.py --profile)
+    config.train.steps_per_call = 50
     # each batch as 2 independent half-batch passes, run on both cores at once (same update)
     config.train.microbatches = 2
     if options.size == "tiny":
