@@ -78,14 +78,15 @@ def reuse_large_buffers(map_above: int = MAP_ABOVE, keep_free: int = KEEP_FREE) 
     processes: 40.8 / 40.9 -> 32.0 / 32.6 ms per step at one step per call; whole 400-step
     runs of configs/lm.py at one step per call (warm compilation cache) 20.5 / 20.4 ->
     17.6 / 17.0 s, system time 7.3 / 7.2 -> 1.0 / 1.0 s, peak memory 437 / 437 -> 475 / 515
-    MiB (the heap keeps what it reuses). At configs/lm.py's 10 steps per call those faults
-    are paid once per 10 steps; there it bought no speed while the whole run's peak rose
-    (scripts/vs_nanogpt.sh, warm: 489 -> 543 MiB; cold: 647 -> 729). With malloc's arenas
-    at glibc's default it buys a little: vs_nanogpt's command with bf16 Dense products, warm,
-    two alternating rounds, 49.9 / 49.5 -> 47.5 / 47.7 s, page faults 2.27 M -> 0.26-0.47 M,
-    peak 505 / 515 -> 564 / 566 MiB, which is 1.5x nanoGPT's (~374) where the goal is at
-    most that. So the trainer sets it for runs of one step per call only. Process-wide and
-    kept: a later run in the same process (a sweep) keeps it.
+    MiB (the heap keeps what it reuses). At k steps per call those faults are paid once per
+    k steps. At 10 (configs/lm.py's count then) it bought no speed while the whole run's peak
+    rose (scripts/vs_nanogpt.sh, warm: 489 -> 543 MiB; cold: 647 -> 729); with malloc's
+    arenas at glibc's default it bought a little: vs_nanogpt's command with bf16 Dense
+    products, warm, two alternating rounds, 49.9 / 49.5 -> 47.5 / 47.7 s, page faults 2.27 M
+    -> 0.26-0.47 M, peak 505 / 515 -> 564 / 566 MiB, 1.5x nanoGPT's (~374). 50 steps per
+    call (configs/lm.py's count now) bought as much at no memory (see its comment). So the
+    trainer sets it for runs of one step per call only. Process-wide and kept: a later run in
+    the same process (a sweep) keeps it.
     Returns whether both were set (False without glibc, or where the process was started
     with either threshold set: the user's values stay)."""
     libc = _glibc()
