@@ -106,6 +106,12 @@ def main(argv=None) -> int:
             print(f"error: unknown variants {unknown}; valid: {', '.join(profiling.VARIANTS)}",
                   file=sys.stderr)
             return 2
+        uneven = [n for n in names if args.profile_chunk % profiling.steps_per_call(n)]
+        if args.profile_chunk < 1 or uneven:
+            print(f"error: --profile_chunk {args.profile_chunk} is not a positive multiple of the "
+                  f"steps per call of {uneven or names}: use a multiple of "
+                  f"{math.lcm(*(profiling.steps_per_call(n) for n in names))}", file=sys.stderr)
+            return 2
         result = profiling.profile(names, os.path.abspath(args.text_path), args.data_dir,
                                    rounds=args.profile_rounds, chunk=args.profile_chunk, log=_log)
         print(f"\n== where the charlm step's time goes (load {os.getloadavg()[0]:.1f}) ==")

@@ -100,3 +100,26 @@ def test_an_option_is_judged_by_its_rounds_and_its_last_digest():
     assert got["same_arithmetic"] is True  # the state after every step run
     option[-1]["digest"] = "d"
     assert profiling._versus(option, reference)["same_arithmetic"] is False
+
+
+def test_steps_per_call_of_each_variant():
+    assert profiling.steps_per_call("trainer") == 1
+    assert profiling.steps_per_call("torch_2_threads") == 1
+    assert profiling.steps_per_call("scan_10") == 10 and profiling.steps_per_call("scan_50") == 50
+    assert profiling.steps_per_call("scan_10_mb1") == 10
+    assert profiling.steps_per_call("model_bf16_dense") == 10  # its program is scan_10's
+
+
+@pytest.mark.parametrize("chunk", ["20", "0"])
+def test_a_chunk_the_calls_do_not_divide_is_a_one_line_error(chunk):
+    """50 steps per call in chunks of 20 would time no step at all; refused before any worker
+    starts, naming the value and what would do."""
+    import subprocess
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "benchmark.py"), "--profile", "--profile_variants",
+         "scan_10,scan_50", "--profile_chunk", chunk, "--text_path", str(REPO / "README.md")],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: --profile_chunk {chunk} is not a positive multiple of the steps per call of "
+        f"{['scan_10', 'scan_50'] if chunk == '0' else ['scan_50']}: use a multiple of 50"]

@@ -54,8 +54,9 @@ _YNN = f"{YNN_FUSION_TYPE}LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"  # + which other f
 VARIANTS: dict[str, Variant] = {
     "trainer": Variant("baseline: one call per step + device_get(metrics), as train.py "
                        "(train.microbatches of configs/lm.py, as every variant unless _mb1)"),
-    "scan_10": Variant("10 steps per call (lax.scan over stacked batches), configs/lm.py's",
-                       "scan_10"),
+    "scan_10": Variant("10 steps per call (lax.scan over stacked batches), configs/lm.py's "
+                       "until it took 50", "scan_10"),
+    "scan_50": Variant("50 steps per call, configs/lm.py's (one log interval)", "scan_50"),
     "scan_10_mb1": Variant("10 steps per call, train.microbatches=1", "scan_10_mb1"),
     "torch_2_threads": Variant("the PyTorch reference, torch.set_num_threads(2)", "torch2"),
     "torch_1_thread": Variant("the PyTorch reference, torch.set_num_threads(1)", "torch1"),
@@ -101,6 +102,12 @@ def params_digest(params: Any) -> str:
 
 
 # --- worker side ---------------------------------------------------------------------------------
+
+def steps_per_call(name: str) -> int:
+    """The steps each compiled call of variant `name` runs (a chunk must be a multiple)."""
+    kind = VARIANTS[name].kind
+    return int(kind.split("_")[1]) if kind.startswith("scan_") else 1
+
 
 def _make_runner(kind: str, text_path: str, data_dir: str, model_settings: dict[str, str]
                  ) -> tuple[Callable[[int], None], Callable[[], Optional[str]]]:
