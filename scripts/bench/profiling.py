@@ -78,6 +78,12 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
+def steps_per_call(name: str) -> int:
+    """The steps each compiled call of variant `name` runs (a chunk must be a multiple)."""
+    kind = VARIANTS[name].kind
+    return int(kind.split("_")[1]) if kind.startswith("scan_") else 1
+
+
 def changes(variant: Variant) -> str:
     """What a variant adds to its reference's program, as a user would set it ('' for none)."""
     return " ".join([*(f"model.{field}={value}" for field, value in variant.model),
@@ -102,12 +108,6 @@ def params_digest(params: Any) -> str:
 
 
 # --- worker side ---------------------------------------------------------------------------------
-
-def steps_per_call(name: str) -> int:
-    """The steps each compiled call of variant `name` runs (a chunk must be a multiple)."""
-    kind = VARIANTS[name].kind
-    return int(kind.split("_")[1]) if kind.startswith("scan_") else 1
-
 
 def _make_runner(kind: str, text_path: str, data_dir: str, model_settings: dict[str, str]
                  ) -> tuple[Callable[[int], None], Callable[[], Optional[str]]]:
