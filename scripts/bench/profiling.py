@@ -80,7 +80,11 @@ VARIANTS: dict[str, Variant] = {
 
 def steps_per_call(name: str) -> int:
     """The steps each compiled call of variant `name` runs (a chunk must be a multiple)."""
-    kind = VARIANTS[name].kind
+    return _kind_steps_per_call(VARIANTS[name].kind)
+
+
+def _kind_steps_per_call(kind: str) -> int:
+    """k of a worker kind 'scan_k[_...]', 1 for the others (one step per call)."""
     return int(kind.split("_")[1]) if kind.startswith("scan_") else 1
 
 
@@ -151,7 +155,7 @@ def _make_runner(kind: str, text_path: str, data_dir: str, model_settings: dict[
         return params_digest(ours.state["params"])
 
     if kind.startswith("scan_"):
-        k = int(kind.split("_")[1])
+        k = _kind_steps_per_call(kind)
         multi = ours.multi_step()
 
         def run_scan(n):
