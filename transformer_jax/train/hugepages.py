@@ -9,6 +9,18 @@ processes: page faults per step 527 000 -> 31 000, system time 0.96 -> 0.43 s, m
 3.27 -> 3.06 s (154 -> 165 model GFLOP/s, +7 %). A jitted `x*2+1` over 64 MB: 7 -> 15 GB/s.
 The char-LM step (buffers of KBs to a few MB) is unchanged within noise.
 
+Why not keep those blocks in malloc's heaps instead (`compile_memory.reuse_large_buffers`, which
+the char LM's 40 MiB buffers take): the mid-size step's temporaries are one 1.9 GB block, and
+XLA allocates it on a PJRT worker thread, whose glibc arena grows in heaps of at most 64 MiB;
+glibc maps any larger block with its own mmap and unmaps it on free, whatever M_MMAP_THRESHOLD
+says. Measured on an Intel Xeon (AVX-512, AMX), 2 CPUs, 2026-12-04, one step per call: 460,000-
+560,000 page faults, 0.65-0.85 s of system time, 2.29-2.38 s per step. Forcing every thread into
+one arena with 4 GiB thresholds,
+    GLIBC_TUNABLES=glibc.malloc.arena_max=1:glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296
+ends the faults, but the shared arena's lock takes most of the gain back: 2.21-2.23 s, peak
+4.4 GB against 2.7. jemalloc (outside the stack) keeping all it frees: 2.0 s, 4.5 GB. Neither
+is worth its memory.
+
 Off unless asked for (`TJ_HUGEPAGES=1`): it pays only for programs whose buffers are large.
 On the char-LM run of configs/lm.py (500 steps, warm compilation cache, Intel Xeon with AVX-512
 and AMX, 2 CPUs; two alternating rounds) it cost time and memory: wall 24.8-25.1 s against
