@@ -204,7 +204,9 @@ def main(argv=None) -> int:
             ("model GFLOP/s", f"{ms['model_gflops']:.1f}"),
             ("MFU (median step, best step)", f"{ms['mfu']:.3f}, {ms['mfu_best_step']:.3f}"),
             ("model FLOP/s / JAX's 2048³ dot", f"{ms['model_gflops'] / peak['jax_gflops']:.3f}"),
-            ("CPU s / step", f"{ms['cpu_s_per_step']:.2f}"),
+            ("CPU s / step (of it system)", f"{ms['cpu_s_per_step']:.2f} "
+                                             f"({ms['sys_s_per_step']:.2f})"),
+            ("minor page faults / step", f"{ms['page_faults_per_step']:,.0f}"),
             ("peak RSS", f"{mem.peak_mb:.0f} MB")])
     results["midsize_rss_mb"] = mem.peak_mb
 
@@ -238,6 +240,9 @@ def main(argv=None) -> int:
         "midsize_steps_per_s": ms["steps_per_s"],
         "midsize_tokens_per_s": ms["tokens_per_s"],
         "midsize_model_gflops": ms["model_gflops"],
+        "midsize_cpu_s_per_step": ms["cpu_s_per_step"],
+        "midsize_sys_s_per_step": ms["sys_s_per_step"],
+        "midsize_page_faults_per_step": ms["page_faults_per_step"],
         "matmul_peak_gflops": peak["peak_gflops"],
         "matmul_jax_gflops": peak["jax_gflops"],
         "matmul_torch_gflops": peak["torch_gflops"],

@@ -243,3 +243,33 @@ def test_profile_table_rows_per_variant_with_its_reference_and_arithmetic():
         "| 1.154 | no | 450 |",
         "| trainer | - | 36.0 | 1.000 | 1.499 | - | - | 600 |"]
     assert "No profile run recorded yet." in page.render([_record("AMD EPYC", "2026-12-02", 1.0)])
+
+
+def _full_run(**midsize) -> dict:
+    return {"mode": "full", "charlm_wall_ratio_vs_torch": 1.06, "charlm_wall_ratio_worst_chunk": 1.09,
+            "midsize_mfu_vs_xla_dot": 0.6, "midsize_steps_per_s": 0.4, "matmul_jax_gflops": 230.0,
+            "matmul_torch_gflops": 250.0, "compile_ratio_24_vs_2": 2.0, **midsize,
+            "machine": {"cpu": "Intel(R) Xeon(R) Processor", "cpus": 2, "cpu_flags": ["amx_bf16"],
+                        "date": "2026-12-04", "jax": "0.10.2"}}
+
+
+def test_benchmark_row_shows_the_midsize_step_and_its_system_seconds_where_recorded():
+    assert "| 0.600 | 2.50 (0.81) | 230 |" in page.render([_full_run(midsize_sys_s_per_step=0.81)])
+    assert "| 0.600 | 2.50 | 230 |" in page.render([_full_run()])  # a record from before
+
+
+def test_clock_counts_system_seconds_and_the_page_faults_of_fresh_memory():
+    """Touching 512 MiB never mapped before: the kernel maps and zeroes every page (4 KiB, or
+    2 MiB where numpy's huge-page advice takes), tens of milliseconds of system time."""
+    from bench import measure
+
+    idle = measure.Clock()
+    with idle:
+        pass
+    assert idle.page_faults < 1000
+    fresh = measure.Clock()
+    with fresh:
+        block = np.ones(512 << 20, np.uint8)  # above malloc's mmap threshold: mapped afresh
+    assert int(block.sum()) == 512 << 20
+    assert fresh.page_faults >= 256 and fresh.page_faults > idle.page_faults
+    assert fresh.system > 0 and fresh.cpu >= fresh.system and len(fresh.chunks) == 1

@@ -74,9 +74,16 @@ def _table(header: tuple[str, ...], records: list[dict],
 
 def _benchmark_cells(r: dict) -> tuple[str, ...]:
     return (f"{r['charlm_wall_ratio_vs_torch']:.3f}", f"{r['charlm_wall_ratio_worst_chunk']:.3f}",
-            f"{r['midsize_mfu_vs_xla_dot']:.3f}", f"{r['matmul_jax_gflops']:.0f}",
+            f"{r['midsize_mfu_vs_xla_dot']:.3f}", _midsize_seconds(r), f"{r['matmul_jax_gflops']:.0f}",
             f"{r['matmul_torch_gflops']:.0f}", f"{r['compile_ratio_24_vs_2']:.2f}",
             r["machine"].get("jax") or "?")
+
+
+def _midsize_seconds(r: dict) -> str:
+    """The mid-size step's median seconds, and the system seconds in it (all threads), where
+    the record has them (runs since 2026-12-04)."""
+    step = f"{1.0 / r['midsize_steps_per_s']:.2f}"
+    return f"{step} ({r['midsize_sys_s_per_step']:.2f})" if "midsize_sys_s_per_step" in r else step
 
 
 def _nanogpt_cells(r: dict) -> tuple[str, ...]:
@@ -161,9 +168,11 @@ def render(records: list[dict]) -> str:
     return "\n".join([
         START,
         "**`scripts/benchmark.py`, the full run** (ratios of wall time: ours over PyTorch's, "
-        "in alternating chunks; the mid-size model's FLOP/s over XLA's 2048³ dot):",
+        "in alternating chunks; the mid-size model's FLOP/s over XLA's 2048³ dot; its median "
+        "step, and the system seconds spent in it, over all threads):",
         "",
-        _table(("charlm ours / torch", "worst chunk", "midsize / XLA dot", "XLA dot GFLOP/s",
+        _table(("charlm ours / torch", "worst chunk", "midsize / XLA dot",
+                "midsize s / step (system s)", "XLA dot GFLOP/s",
                 "torch mm GFLOP/s", "compile 24 / 2 layers", "jax"), bench, _benchmark_cells,
                "No full run recorded yet."),
         "",
