@@ -246,7 +246,8 @@ def test_profile_table_rows_per_variant_with_its_reference_and_arithmetic():
 
 
 def _full_run(**midsize) -> dict:
-    return {"mode": "full", "charlm_wall_ratio_vs_torch": 1.06, "charlm_wall_ratio_worst_chunk": 1.09,
+    return {"mode": "full", "charlm_wall_ratio_vs_torch": 1.06,
+            "charlm_wall_ratio_worst_chunk": 1.09,
             "midsize_mfu_vs_xla_dot": 0.6, "midsize_steps_per_s": 0.4, "matmul_jax_gflops": 230.0,
             "matmul_torch_gflops": 250.0, "compile_ratio_24_vs_2": 2.0, **midsize,
             "machine": {"cpu": "Intel(R) Xeon(R) Processor", "cpus": 2, "cpu_flags": ["amx_bf16"],

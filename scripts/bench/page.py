@@ -74,7 +74,8 @@ def _table(header: tuple[str, ...], records: list[dict],
 
 def _benchmark_cells(r: dict) -> tuple[str, ...]:
     return (f"{r['charlm_wall_ratio_vs_torch']:.3f}", f"{r['charlm_wall_ratio_worst_chunk']:.3f}",
-            f"{r['midsize_mfu_vs_xla_dot']:.3f}", _midsize_seconds(r), f"{r['matmul_jax_gflops']:.0f}",
+            f"{r['midsize_mfu_vs_xla_dot']:.3f}", _midsize_seconds(r),
+            f"{r['matmul_jax_gflops']:.0f}",
             f"{r['matmul_torch_gflops']:.0f}", f"{r['compile_ratio_24_vs_2']:.2f}",
             r["machine"].get("jax") or "?")
 
