@@ -34,7 +34,7 @@ import tempfile
 import time
 from typing import Any, Callable, Optional
 
-from bench import worker_env
+from bench import measure, worker_env
 from bench.gemm import YNN_FUSION_TYPE
 
 
@@ -194,13 +194,11 @@ def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int,
     for line in sys.stdin:
         if not line.strip():
             break
-        n = int(line)
-        c0, t0 = os.times(), time.perf_counter()
-        run(n)
-        wall, c1 = time.perf_counter() - t0, os.times()
-        cpu = (c1.user - c0.user) + (c1.system - c0.system)
+        clock = measure.Clock()
+        with clock:
+            run(int(line))
         peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-        print(json.dumps({"wall": wall, "cpu": cpu, "sys": c1.system - c0.system,
+        print(json.dumps({"wall": clock.wall, "cpu": clock.cpu, "sys": clock.system,
                           "digest": digest(), "peak_mib": peak_mib}), file=protocol, flush=True)
 
 
