@@ -24,6 +24,16 @@ if "XLA_FLAGS" not in os.environ:
 
 import numpy as np  # noqa: E402
 import pytest
+from hypothesis import settings  # noqa: E402
+
+# How Hypothesis draws (docs/testing.md). The suite: derandomized, so every run draws the same
+# examples and a failure is the code's, never the draw's; no example database, so a run does not
+# depend on the last one. scripts/randomized_tests.py explores instead: "explore" draws afresh
+# from the --hypothesis-seed it passes, to show that each property holds for any draw. Loaded
+# here, before the test modules build their @settings (which inherit the loaded profile).
+settings.register_profile("suite", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, database=None, print_blob=True)
+settings.load_profile(os.environ.get("TJ_HYPOTHESIS_PROFILE", "suite"))
 
 from transformer_jax import ModelConfig, Norm  # noqa: E402
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import assert_close, max_abs_diff, tiny_config
@@ -49,22 +49,65 @@ def test_sinusoidal_matches_the_formula_everywhere(d_model):
 ROTARY_LENGTH, ROTARY_DIM = 24, 8
 
 
+def rotary_logits_closed_form(q_vec: np.ndarray, k_vec: np.ndarray, length: int) -> np.ndarray:
+    """q rotated to position m dotted with k rotated to n, from the pairs alone (float64):
+    Σ_i a_i cos(δθ_i) + b_i sin(δθ_i) with δ = n - m, θ_i = 10000^(-2i/D),
+    a_i = q_2i k_2i + q_2i+1 k_2i+1, b_i = q_2i+1 k_2i - q_2i k_2i+1 (qᵀR(δθ)k per pair).
+    q_vec, k_vec: [H, D]; returns [H, m, n]."""
+    dim = q_vec.shape[-1]
+    theta = 10000.0 ** (-np.arange(0, dim, 2) / dim)  # [D/2]
+    q_even, q_odd, k_even, k_odd = q_vec[:, 0::2], q_vec[:, 1::2], k_vec[:, 0::2], k_vec[:, 1::2]
+    a, b = q_even * k_even + q_odd * k_odd, q_odd * k_even - q_even * k_odd  # [H, D/2]
+    offset = np.arange(length)[None, :] - np.arange(length)[:, None]  # [m, n] = n - m
+    angle = offset[..., None] * theta  # [m, n, D/2]
+    return (np.einsum("hi,mni->hmn", a, np.cos(angle))
+            + np.einsum("hi,mni->hmn", b, np.sin(angle)))
+
+
+def rotated_logits(q_vec: np.ndarray, k_vec: np.ndarray) -> np.ndarray:
+    """The same q at every position, the same k at every position, rotated by our transform:
+    the logit matrix [H, m, n] (float64 products of the float32 rotations)."""
+    tile = lambda v: jnp.asarray(np.broadcast_to(v, (1, ROTARY_LENGTH) + v.shape))
+    q, k = pos.rotary_qk_transform(ROTARY_LENGTH, ROTARY_DIM)(tile(q_vec), tile(k_vec))
+    return np.einsum("bqhd,bkhd->bhqk", np.asarray(q, np.float64), np.asarray(k, np.float64))[0]
+
+
+# Seeds 7121 and 38561 broke an earlier form of this test, which asserted that two logits differ
+# by > 1e-3: for 33 of the 65,537 seeds they differ by less, by chance. The closed form below holds
+# for every seed (scripts/randomized_tests.py rotary checks all of them, and that a rotary that
+# does not rotate fails on every one).
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2 ** 16))
+@example(seed=7121)
+@example(seed=38561)
 def test_rotary_dot_product_depends_only_on_the_offset(seed):
-    """Same q at every position, same k at every position: after rotation, q_m·k_n is a function
-    of m - n alone, i.e. the logit matrix is Toeplitz (q at m, k at n == q at m+s, k at n+s)."""
+    """After rotation q_m·k_n is a function of n - m alone, and exactly the function of the
+    closed form: the logit matrix is Toeplitz, and its entries are qᵀR((n - m)θ)k.
+
+    Tolerance, for every input: each float32 angle is pos·θ_i (pos < 24) rounded, so each rotated
+    pair is off by at most ~24 ulp of its angle (1.4e-6 rad) plus the rounding of cos and sin:
+    a logit is off by at most ~4e-6·|q||k| (measured over all 65,537 seeds: 1.9e-7·|q||k|)."""
     rng = np.random.default_rng(seed)
-    q_vec, k_vec = rng.normal(0, 1, (2, 1, 1, 2, ROTARY_DIM)).astype(np.float32)  # 2 heads
-    tile = lambda v: jnp.asarray(np.broadcast_to(v, (1, ROTARY_LENGTH, 2, ROTARY_DIM)))
-    q, k = pos.rotary_qk_transform(ROTARY_LENGTH, ROTARY_DIM)(tile(q_vec), tile(k_vec))
-    logits = np.einsum("bqhd,bkhd->bhqk", np.asarray(q, np.float64), np.asarray(k, np.float64))
-    scale = np.abs(logits).max() + 1.0
-    for shift in (1, 5, 11):
-        diff = np.abs(logits[..., shift:, shift:] - logits[..., :-shift, :-shift]).max()
-        assert diff <= 1e-5 * scale, (shift, diff)
-    # and it does depend on the offset (it is not a constant)
-    assert np.abs(logits[0, 0, 5, 0] - logits[0, 0, 5, 5]) > 1e-3
+    q_vec, k_vec = rng.normal(0, 1, (2, 2, ROTARY_DIM)).astype(np.float32)  # [H=2, D] each
+    logits = rotated_logits(q_vec, k_vec)
+    want = rotary_logits_closed_form(q_vec.astype(np.float64), k_vec.astype(np.float64),
+                                     ROTARY_LENGTH)
+    bound = 1e-5 * (np.linalg.norm(q_vec.astype(np.float64), axis=-1)
+                    * np.linalg.norm(k_vec.astype(np.float64), axis=-1))  # [H]
+    for shift in (1, 5, 11):  # Toeplitz: (m, n) and (m + s, n + s) agree
+        diff = np.abs(logits[:, shift:, shift:] - logits[:, :-shift, :-shift]).max(axis=(1, 2))
+        assert np.all(diff <= 2 * bound), (shift, diff, bound)
+    error = np.abs(logits - want).max(axis=(1, 2))
+    assert np.all(error <= bound), (error, bound)
+
+
+def test_rotary_logit_of_a_unit_pair_is_the_cosine_of_the_offset():
+    """q = k = the first unit vector: only pair 0 (θ_0 = 1 rad) carries anything, so the logit
+    at (m, n) is cos(n - m): it depends on the offset, for a fixed input."""
+    unit = np.zeros((1, ROTARY_DIM), np.float32)
+    unit[0, 0] = 1.0
+    offset = np.arange(ROTARY_LENGTH)[None, :] - np.arange(ROTARY_LENGTH)[:, None]
+    np.testing.assert_allclose(rotated_logits(unit, unit)[0], np.cos(offset), atol=1e-5)
 
 
 @settings(max_examples=20, deadline=None)
