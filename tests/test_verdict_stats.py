@@ -15,8 +15,8 @@ import scipy.stats
 from transformer_jax.studies import report
 from transformer_jax.config import ConfigError
 from transformer_jax.studies.study import (Comparison, Expectation, Study, Verdict,
-                                           interval_of_mean, seeds_to_settle, seeds_to_settle_rate,
-                                           settle_note)
+                                           interval_of_mean, seeds_to_bound, seeds_to_settle,
+                                           seeds_to_settle_rate, settle_note, unbounded_note)
 
 HOLDS, FAILS, UNSURE = Verdict.HOLDS, Verdict.FAILS, Verdict.INCONCLUSIVE
 T2 = scipy.stats.t.ppf(0.975, 2)  # 4.303: the t quantile at 3 seeds
@@ -375,3 +375,22 @@ def test_study_suite_and_analyses_fields():
         _study(suite="")
     with pytest.raises(ConfigError, match="analyses"):
         _study(analyses=("not a function",))
+
+
+def test_an_unbounded_gap_at_two_seeds_asks_for_the_seeds_that_would_bound_it():
+    """The tutorial's case (issue 52): a ±5 % WITHIN expectation at two seeds whose baseline
+    varies too much to tell its mean from 0 at t_1 = 12.7: the interval is unbounded. That is
+    too few seeds, not an effect on the threshold, and the note says how many would bound it:
+    the first m with t_{m−1}·sd(b)/√m < |mean b|."""
+    b = np.array([1.0, 1.3])
+    j = Expectation("", "m", "a", Comparison.WITHIN, 0.05, b="b").judge(
+        {"a": by_seed(1.05, 1.15), "b": by_seed(*b)})
+    assert j.verdict is UNSURE and not math.isfinite(j.high - j.low)
+    needed = next(m for m in range(3, 100) if scipy.stats.t.ppf(0.975, m - 1)
+                  * np.std(b, ddof=1) / math.sqrt(m) < np.mean(b))
+    assert needed == 3
+    assert j.note == ("the interval is unbounded at 2 seeds (the mean of b is not yet told apart "
+                      f"from 0): ≈ {needed} seeds would bound it at this spread")
+    assert "threshold" not in j.note
+    assert seeds_to_bound(np.array([1.0, -1.2])) == 101  # a mean near 0: > MAX_SEEDS
+    assert "run at least 3 seeds" in unbounded_note(2, None, "b")

@@ -175,6 +175,18 @@ def seeds_to_settle_rate(k: int, n: int, accepted: tuple[float, float]) -> Optio
                 MAX_SEEDS + 1)
 
 
+def seeds_to_bound(b: np.ndarray) -> Optional[int]:
+    """Seeds m after which, at b's per-seed spread, mean b would be told apart from 0, which is
+    when a relative gap's (Fieller) interval becomes bounded: t_{m−1}·sd(b)/√m < |mean b|.
+    MAX_SEEDS + 1: more than MAX_SEEDS. None: not estimable (one seed, or mean b is 0)."""
+    n, mean = len(b), float(np.mean(b))
+    if n < 2 or mean == 0.0:
+        return None
+    sd = float(np.std(b, ddof=1))
+    return next((m for m in range(n + 1, MAX_SEEDS + 1)
+                 if _t_quantile(m - 1) * sd / math.sqrt(m) < abs(mean)), MAX_SEEDS + 1)
+
+
 def _t_quantile(dof: int) -> float:
     return float(_t_quantiles(dof))
 
@@ -200,3 +212,15 @@ def settle_note(n: int, needed: Optional[int], at: str = "this spread") -> str:
     if needed > MAX_SEEDS:
         return f"> {MAX_SEEDS} seeds needed at {at}: the effect is too close to the threshold"
     return f"≈ {needed} seeds would settle it at {at} (now {n})"
+
+
+def unbounded_note(n: int, needed: Optional[int], of: str) -> str:
+    """Why a relative gap's interval is unbounded, given seeds_to_bound's answer for `of` (the
+    variant the gap is relative to): too few seeds to tell its mean from 0, not a gap that sits
+    on the threshold."""
+    why = f"the interval is unbounded at {n} seeds (the mean of {of} is not yet told apart from 0)"
+    if needed is None:
+        return f"{why}: run at least 3 seeds" if n < 3 else why
+    if needed > MAX_SEEDS:
+        return f"{why}: > {MAX_SEEDS} seeds needed at this spread"
+    return f"{why}: ≈ {needed} seeds would bound it at this spread"

@@ -26,15 +26,16 @@ from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEED
                                            difference_interval, interval_of_mean, mean_interval,
                                            mean_over_seeds, rate_interval, relative_gap,
                                            relative_gap_interval, seeds_to_settle,
-                                           seeds_to_settle_rate, settle_note)
+                                           seeds_to_bound, seeds_to_settle_rate, settle_note,
+                                           unbounded_note)
 
 __all__ = [  # the experiment-file API
     "CONFIDENCE", "Comparison", "Expectation", "FLATTENED_ADDED", "FLAT_ACCURACY",
     "INTERVAL_METHOD", "Judgement", "MAX_SEEDS", "Measure", "RATES", "SIZES", "Study", "Verdict",
     "decide", "difference_interval", "flattened", "interval_of_mean", "load_config",
     "load_module", "load_study", "mean_interval", "mean_over_seeds", "rate_interval",
-    "relative_gap", "relative_gap_interval", "seeds_to_settle", "seeds_to_settle_rate",
-    "settle_note", "study_schedule"]
+    "relative_gap", "relative_gap_interval", "seeds_to_bound", "seeds_to_settle",
+    "seeds_to_settle_rate", "settle_note", "unbounded_note", "study_schedule"]
 
 
 class Comparison(enum.Enum):
@@ -220,10 +221,18 @@ class Expectation:
                              note="every run diverged: set Expectation.worst", **base)
         effect, low, high = (float(x) for x in self._interval(samples, paired))
         verdict = decide(low, high, self.accepted())
-        n = min(map(len, samples))
-        note = settle_note(n, seeds_to_settle(n, effect, low, high, self.accepted())) \
-            if verdict is Verdict.INCONCLUSIVE else ""
+        note = (self._why_inconclusive(samples, effect, low, high)
+                if verdict is Verdict.INCONCLUSIVE else "")
         return Judgement(verdict, effect=effect, low=low, high=high, note=note, **base)
+
+    def _why_inconclusive(self, samples: list[np.ndarray], effect: float, low: float,
+                          high: float) -> str:
+        """How many seeds would settle it; for an unbounded relative gap (the mean it is
+        relative to not yet told apart from 0), how many would bound it."""
+        n = min(map(len, samples))
+        if n >= 2 and not math.isfinite(high - low):
+            return unbounded_note(n, seeds_to_bound(samples[-1]), self.variants()[-1])
+        return settle_note(n, seeds_to_settle(n, effect, low, high, self.accepted()))
 
     def _interval(self, samples: list[np.ndarray], paired: bool):
         """(effect, low, high) of the comparison's statistic."""
