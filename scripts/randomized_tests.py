@@ -15,6 +15,7 @@ any unexpected result.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -68,7 +69,8 @@ class _OnlyHypothesisTests:
 
 
 def _rounds_here(first_seed: int, runs: int) -> int:
-    """RUNS pytest sessions in this process (JAX's compiled programs are kept between them)."""
+    """RUNS pytest sessions in this process (JAX's compiled programs are kept between them);
+    returns how many failed."""
     import pytest
 
     failed = 0
@@ -84,28 +86,32 @@ def _rounds_here(first_seed: int, runs: int) -> int:
 
 def rounds(args) -> int:
     os.environ["TJ_HYPOTHESIS_PROFILE"] = "explore"
-    if args.workers <= 1:
-        failed = _rounds_here(args.first_seed, args.runs)
-    else:  # one process a worker, each over its own contiguous range of seeds
-        share = -(-args.runs // args.workers)
-        starts = range(args.first_seed, args.first_seed + args.runs, share)
-        workers = [subprocess.Popen(
-            [sys.executable, __file__, "rounds", "--workers=1", f"--first_seed={start}",
-             f"--runs={min(share, args.first_seed + args.runs - start)}"],
-            stdout=subprocess.PIPE, text=True, cwd=ROOT) for start in starts]
-        failed = sum(_failed_runs(w) for w in workers)
-    print(f"rounds: {failed} of {args.runs} runs failed (hypothesis seeds {args.first_seed}.."
-          f"{args.first_seed + args.runs - 1}, files {', '.join(HYPOTHESIS_FILES)})")
+    if args.in_process:
+        return 1 if _rounds_here(args.first_seed, args.runs) else 0
+    # A fresh process for every BATCH runs: one process once crashed inside XLA:CPU's compiler
+    # after 47 sessions (SIGSEGV), where the same draws pass in a new process.
+    seeds = range(args.first_seed, args.first_seed + args.runs)
+    batches = [seeds[i:i + args.batch] for i in range(0, len(seeds), args.batch)]
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.workers)) as pool:
+        failed = sum(pool.map(_run_batch, batches))
+    print(f"rounds: {failed} of {args.runs} runs failed (hypothesis seeds {seeds[0]}.."
+          f"{seeds[-1]}, files {', '.join(HYPOTHESIS_FILES)})")
     return 0 if failed == 0 else 1
 
 
-def _failed_runs(worker: subprocess.Popen) -> int:
-    out, _ = worker.communicate()
-    lines = [line for line in out.splitlines() if line.startswith("[rounds]")]
+def _run_batch(seeds: range) -> int:
+    """Runs of `seeds` in one new process; the failed ones (a crash fails those not reported)."""
+    done = subprocess.run(
+        [sys.executable, __file__, "rounds", "--in_process", f"--first_seed={seeds[0]}",
+         f"--runs={len(seeds)}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("[rounds]")]
     for line in lines:
-        if "FAILED" in line:
-            print(line)
-    return sum("FAILED" in line for line in lines) + (worker.returncode not in (0, 1))
+        print(line, flush=True)
+    if done.returncode not in (0, 1):
+        print(f"[rounds] seeds {seeds[len(lines)]}..{seeds[-1]}: the process ended with "
+              f"{done.returncode}: {done.stdout.strip().splitlines()[-1:]}", flush=True)
+    return sum("FAILED" in line for line in lines) + len(seeds) - len(lines)
 
 
 def main(argv=None) -> int:
@@ -115,7 +121,9 @@ def main(argv=None) -> int:
     many = sub.add_parser("rounds", help="every Hypothesis test, once per hypothesis seed")
     many.add_argument("--runs", type=int, default=200)
     many.add_argument("--first_seed", type=int, default=0)
-    many.add_argument("--workers", type=int, default=1)
+    many.add_argument("--workers", type=int, default=1, help="processes at a time")
+    many.add_argument("--batch", type=int, default=10, help="runs per process")
+    many.add_argument("--in_process", action="store_true", help="all runs in this process")
     args = parser.parse_args(argv)
     return {"rotary": rotary, "rounds": rounds}[args.command](args)
 
