@@ -267,3 +267,22 @@ def test_fused_mha_reads_a_mask_in_parts_like_the_dense_one(rng, causal):
     in_parts = Mask(dense, causal, jnp.sum(padding, axis=-1, dtype=jnp.int32))
     assert_close(fused(x, mask=in_parts)[0], reference)
     assert_close(fused(x, mask=Mask(dense, False, None))[0], reference)
+
+
+@pytest.mark.parametrize("shapes, why", [
+    (((2, 3, 4), (2, 5, 4), (2, 5, 4)), "3 axes, not [batch, length, heads, head_dim]"),
+    (((2, 3, 2, 4), (2, 5, 2, 8), (2, 5, 2, 8)), "head_dim 4 against 8"),
+    (((2, 3, 2, 4), (2, 5, 2, 4), (2, 6, 2, 4)), "kv_len 5 against 6"),
+    (((2, 3, 2, 4), (1, 5, 2, 4), (1, 5, 2, 4)), "batch 2 against 1"),
+    (((2, 3, 2, 4), (2, 5, 1, 4), (2, 5, 1, 4)), "heads 2 against 1"),
+])
+def test_attention_names_the_layout_when_the_shapes_do_not_fit_it(shapes, why):
+    q, k, v = (jnp.zeros(s) for s in shapes)
+    with pytest.raises(ValueError, match=r"attention takes query \[batch, q_len, heads") as error:
+        scaled_dot_product_attention(q, k, v)
+    assert "\n" not in str(error.value) and str(shapes[1]) in str(error.value), why
+
+
+def test_attention_takes_a_value_dimension_of_its_own():
+    q, k, v = jnp.ones((1, 2, 1, 4)), jnp.ones((1, 3, 1, 4)), jnp.ones((1, 3, 1, 6))
+    assert scaled_dot_product_attention(q, k, v)[0].shape == (1, 2, 1, 6)

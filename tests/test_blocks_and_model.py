@@ -255,6 +255,33 @@ def test_sequence_longer_than_max_len_is_rejected():
         model(random_tokens(cfg, length=5))
 
 
+@pytest.mark.parametrize("bad_id", [13, -1])
+def test_a_token_id_outside_the_vocabulary_is_refused_where_it_can_be_seen(bad_id):
+    """The embedding would clamp it and return logits; a concrete input is checked instead.
+    Inside jit the ids are tracers and cannot stop the program: the call clamps as before."""
+    cfg = tiny_config()  # vocab_size 13
+    model = Transformer(cfg, rngs=nnx.Rngs(0))
+    tokens = random_tokens(cfg, length=5).at[1, 2].set(bad_id)
+    with pytest.raises(ValueError, match=rf"token id {bad_id} is outside the vocabulary: ids "
+                                         rf"must be in \[0, 13\)"):
+        model(tokens)
+    logits, _ = nnx.jit(lambda m, t: m(t))(model, tokens)
+    assert logits.shape == (2, 5, cfg.num_outputs)
+
+
+@pytest.mark.parametrize("tokens, fragment", [
+    (jnp.zeros((2, 5, 1), jnp.int32), "tokens has shape (2, 5, 1)"),
+    (jnp.zeros((2, 5), jnp.float32), "dtype float32"),
+])
+def test_tokens_of_the_wrong_layout_name_the_layout(tokens, fragment):
+    model = Transformer(tiny_config(), rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="integer token ids \\[batch, length\\]") as error:
+        model(tokens)
+    assert fragment in str(error.value) and "\n" not in str(error.value)
+    with pytest.raises(ValueError, match=r"padding_mask has shape \(2, 4\); it must be"):
+        model(jnp.zeros((2, 5), jnp.int32), jnp.ones((2, 4), bool))
+
+
 def test_attention_mask_combines_causal_and_padding():
     padding = padding_mask(lengths=[3, 2], length=3)
     mask = np.asarray(attention_mask(padding, 3, causal=True))

@@ -154,13 +154,14 @@ class ModelConfig:
         if (not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool)
                 or not 0.0 <= self.dropout < 1.0):
             raise ConfigError(f"model.dropout={self.dropout!r} must be in [0, 1)")
-        for name, kind in MODEL_ENUMS.items():  # a plain string here would silently match nothing
-            value = getattr(self, name)
-            if not isinstance(value, kind):
+        for name, kind in MODEL_ENUMS.items():  # 'rotary' as Position.ROTARY: a string left
+            value = getattr(self, name)  # as it is would silently match no member
+            if isinstance(value, str) and not isinstance(value, kind):
+                object.__setattr__(self, name, parse_enum(kind, value, f"model.{name}"))
+            elif not isinstance(value, kind):
                 raise ConfigError(
-                    f"model.{name}={value!r} must be a {kind.__name__} member, one of: "
-                    f"{', '.join(f'{kind.__name__}.{m.name}' for m in kind)} "
-                    f"(ModelConfig.from_config parses strings)")
+                    f"model.{name}={value!r} must be a {kind.__name__} member or its value, one "
+                    f"of: {', '.join(m.value for m in kind)}")
         for name in ("attn_scale", "qk_norm", "residual", "causal_mask"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"model.{name}={getattr(self, name)!r} must be True or False")

@@ -47,6 +47,23 @@ def attend(weights: Array, value: Array) -> Array:
     return jnp.einsum("bhqk,bkhd->bqhd", weights.astype(value.dtype), value)
 
 
+def check_qkv(query: Array, key: Array, value: Array) -> None:
+    """One line naming the layout when q, k, v do not fit it (shapes are static, so this holds
+    inside jit too): query and key [batch, q_len | kv_len, heads, head_dim], value [batch, kv_len,
+    heads, value_dim] (value_dim may differ from head_dim)."""
+    shapes = {"query": query.shape, "key": key.shape, "value": value.shape}
+    if any(len(s) != 4 for s in shapes.values()):
+        fits = False
+    else:
+        (b, _, h, d), (kb, kt, kh, kd), (vb, vt, vh, _) = shapes.values()
+        fits = b == kb == vb and h == kh == vh and d == kd and kt == vt
+    if not fits:
+        given = ", ".join(f"{n} {tuple(s)}" for n, s in shapes.items())
+        raise ValueError(f"attention takes query [batch, q_len, heads, head_dim], key [batch, "
+                         f"kv_len, heads, head_dim] and value [batch, kv_len, heads, value_dim]; "
+                         f"given {given}")
+
+
 def scaled_dot_product_attention(query: Array, key: Array, value: Array, *,
                                  mask: Optional[Array] = None, bias: Optional[Array] = None,
                                  scale: Optional[float] = None) -> tuple[Array, Array]:
@@ -59,6 +76,7 @@ def scaled_dot_product_attention(query: Array, key: Array, value: Array, *,
       scale: multiplies Q·Kᵀ; None means 1/√head_dim, a float is used as given (1.0 = unscaled).
     A row whose keys are all masked gets uniform weights, as in `jax.nn.dot_product_attention`.
     """
+    check_qkv(query, key, value)
     logits = attention_logits(query, key, mask=mask, bias=bias, scale=scale)
     weights = jax.nn.softmax(logits, axis=-1)  # rows sum to 1; masked keys get exactly 0
     return attend(weights, value), weights.astype(query.dtype)

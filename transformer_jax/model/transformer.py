@@ -13,6 +13,7 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from transformer_jax.model import positions as pos
@@ -116,9 +117,8 @@ class Transformer(nnx.Module):
         dropout_key, BatchNorm `nnx.view`).
         """
         cfg = self.cfg
+        check_inputs(cfg, tokens, padding_mask)
         batch, length = tokens.shape
-        if length > cfg.max_len:
-            raise ValueError(f"sequence length {length} exceeds model.max_len={cfg.max_len}")
         embed_key, layers_key = (None, None) if dropout_key is None else jax.random.split(dropout_key)
 
         x = self.embed(tokens) * cfg.d_model ** 0.5  # [B, T, D]
@@ -149,6 +149,28 @@ class Transformer(nnx.Module):
             x = jnp.sum(x * weights[..., None], axis=1) / jnp.maximum(
                 jnp.sum(weights, axis=1, keepdims=True), 1.0)
         return self.head(x).astype(jnp.float32), probes
+
+
+def check_inputs(cfg: ModelConfig, tokens: Array, padding_mask: Optional[Array]) -> None:
+    """One-line errors for inputs the model cannot mean: a wrong layout, and token ids outside
+    the vocabulary, which the embedding would otherwise clamp silently. Ids are read only when
+    they are concrete: inside jit they are tracers, and the program cannot stop on a value
+    (checkify could, at a cost on every step), so a jitted call clamps as the embedding does."""
+    if tokens.ndim != 2 or not jnp.issubdtype(tokens.dtype, jnp.integer):
+        raise ValueError(f"tokens has shape {tuple(tokens.shape)} and dtype {tokens.dtype}; the "
+                         f"model takes integer token ids [batch, length]")
+    if tokens.shape[1] > cfg.max_len:
+        raise ValueError(f"sequence length {tokens.shape[1]} exceeds model.max_len={cfg.max_len}")
+    if padding_mask is not None and tuple(padding_mask.shape) != tuple(tokens.shape):
+        raise ValueError(f"padding_mask has shape {tuple(padding_mask.shape)}; it must be "
+                         f"[batch, length] = {list(tokens.shape)}, like tokens")
+    if tokens.size and not isinstance(tokens, jax.core.Tracer):
+        ids = np.asarray(tokens)  # numpy: inside a trace, jnp.min of a constant is a tracer
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= cfg.vocab_size:
+            bad = low if low < 0 else high
+            raise ValueError(f"token id {bad} is outside the vocabulary: ids must be in "
+                             f"[0, {cfg.vocab_size}) (model.vocab_size={cfg.vocab_size})")
 
 
 def count_params(module: nnx.Module) -> int:
