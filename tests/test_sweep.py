@@ -12,6 +12,7 @@ import pytest
 
 from transformer_jax.train import cli
 from transformer_jax.studies import report
+from transformer_jax.studies import plan as plan_lib
 from transformer_jax.studies import sweep
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.config import ConfigError
@@ -64,9 +65,9 @@ def test_a_probes_task_alone_does_not_count_as_training():
     from transformer_jax.studies import jobs as jobs_lib
     task = lambda study, variant=None: jobs_lib.Task(study, "root", "exp.py", "default", variant)
     names = ("a", "b", "c")
-    assert sweep.studies_trained([task("a"), task("b")], {}, names) == dict.fromkeys(names, False)
+    assert plan_lib.studies_trained([task("a"), task("b")], {}, names) == dict.fromkeys(names, False)
     linked = {("a", "v"): {"c"}}  # c's runs link to a's variant v
-    assert sweep.studies_trained([task("a"), task("a", "v")], linked, names) == {
+    assert plan_lib.studies_trained([task("a"), task("a", "v")], linked, names) == {
         "a": True, "b": False, "c": True}
 
 
