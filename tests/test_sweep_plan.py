@@ -5,23 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 
-from transformer_jax.studies.study import Comparison, Expectation
 from transformer_jax.studies import plan as plan_lib
 from transformer_jax.studies import sweep
 from transformer_jax.studies.schedule import Readiness
 from transformer_jax.train import workdir as workdir_lib
-from tiny_study import tiny_study
+from tiny_study import tiny_study, tiny_study_sharing
 
 
 def _two_studies(tmp_path):
-    """tiny (scaled, unscaled) and tiny_too, whose 'same_as_scaled' is tiny's 'scaled'."""
-    first = tiny_study(tmp_path / "data", probes=lambda root: "probe table")
-    second = dataclasses.replace(first, name="tiny_too", probes=None, variants={
-        "same_as_scaled": {"model.attn_scale": True},
-        "longer": {"model.attn_scale": True, "train.num_steps": 9}},
-        expectations=(Expectation("longer is not worse", "eval/loss", "longer", Comparison.BETTER,
-                                  -10.0, b="same_as_scaled", higher_is_better=False),))
-    return first, second
+    """tiny (scaled, unscaled; with probes) and tiny_too, whose 'same_as_scaled' is tiny's
+    'scaled'."""
+    return (tiny_study(tmp_path / "data", probes=lambda root: "probe table"),
+            tiny_study_sharing(tmp_path / "data"))
 
 
 def _survey(tmp_path, studies):
