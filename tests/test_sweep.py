@@ -66,7 +66,8 @@ def test_a_probes_task_alone_does_not_count_as_training():
     from transformer_jax.studies import jobs as jobs_lib
     task = lambda study, variant=None: jobs_lib.Task(study, "root", "exp.py", "default", variant)
     names = ("a", "b", "c")
-    assert plan_lib.studies_trained([task("a"), task("b")], {}, names) == dict.fromkeys(names, False)
+    assert plan_lib.studies_trained([task("a"), task("b")], {}, names) == dict.fromkeys(
+        names, False)
     linked = {("a", "v"): {"c"}}  # c's runs link to a's variant v
     assert plan_lib.studies_trained([task("a"), task("a", "v")], linked, names) == {
         "a": True, "b": False, "c": True}
@@ -142,8 +143,8 @@ def test_a_rerun_over_finished_runs_keeps_the_provenance_byte_for_byte(tmp_path)
     for function, make in (("tiny_study", tiny_study), ("tiny_study_sharing", tiny_study_sharing)):
         study = make(tmp_path / "data", probes=lambda root: "probe table")
         experiment = tmp_path / f"{study.name}.py"
-        experiment.write_text(EXPERIMENT_FILE.format(tests=str(REPO / "tests"),
-                                                     function=function, data=str(tmp_path / "data")))
+        experiment.write_text(EXPERIMENT_FILE.format(
+            tests=str(REPO / "tests"), function=function, data=str(tmp_path / "data")))
         _finished_runs(study, tmp_path / "w" / study.name)
         sweeps.append((study, str(tmp_path / "w" / study.name), str(experiment)))
     quiet = sweep.terminal.JobProgress(out=io.StringIO(), bar=False)

@@ -68,12 +68,15 @@ class Sweep:
             self.progress.add_study(found.study, found.root)
             for v in self.plan.variants[name]:
                 if v.what == plan_lib.ENDED:
-                    logging.info("[%s] %s, seeds %s: already ended; nothing to do", name,
-                                 v.variant, list(v.seeds))
+                    states = {workdir_lib.read_status(found.root / v.variant / f"seed_{s}")["state"]
+                              for s in v.seeds}
+                    logging.info("[%s] %s, seeds %s: already %s; nothing to do", name,
+                                 v.variant, list(v.seeds), "/".join(sorted(states)))
                 self.progress.add_variant(v.cost, shared=v.what == plan_lib.SHARED)
 
     def done(self, task: jobs_lib.Task, statuses: list[dict]) -> bool:
-        """Task ended with its runs' `statuses`; False (stop starting tasks) if one was preempted."""
+        """Task ended with its runs' `statuses`; False (start no further task) if one was
+        preempted."""
         if task.variant is not None:
             self.progress.variant_done(task.study, task.variant, task.cost, statuses)
         if any(s.get("state") == workdir_lib.PREEMPTED for s in statuses):
