@@ -4,9 +4,11 @@ runs are shared, which tasks each study's report waits for, and which studies ar
 from __future__ import annotations
 
 import dataclasses
+import io
 
 from transformer_jax.studies import plan as plan_lib
 from transformer_jax.studies import sweep
+from transformer_jax.studies import schedule, terminal
 from transformer_jax.studies.schedule import Readiness
 from transformer_jax.train import workdir as workdir_lib
 from tiny_study import tiny_study, tiny_study_sharing
@@ -97,3 +99,23 @@ def test_readiness_reports_a_study_once_when_the_last_task_it_waits_for_ends():
     assert readiness.task_ended(("a", "w")) == []
     assert readiness.task_ended(("a", "v")) == ["a", "b"]
     assert readiness.task_ended(("a", "v")) == []  # ended twice: reported once
+
+
+def test_a_preempted_task_stops_the_pool_and_its_studies_stay_unreported(tmp_path):
+    """The job pool's callback: a preempted run returns False (start no further task), and the
+    studies waiting for that task neither report nor count it as ended."""
+    found, linked = _survey(tmp_path, _two_studies(tmp_path))
+    plan = plan_lib.plan(found, linked, (0, 1), jobs=1, size="tiny")
+    out = io.StringIO()
+    run = schedule.Sweep(plan, found, "tiny", (0, 1), terminal.JobProgress(out=out, bar=False))
+    run.announce()
+    scaled = plan.tasks[0]
+    assert not run.done(scaled, [{"state": workdir_lib.PREEMPTED, "step": 3}])
+    # its progress line all the same (tiny_too/same_as_scaled, shared, counts as done)
+    assert "[2/4] tiny/scaled" in out.getvalue() and "preempted at step 3" in out.getvalue()
+    assert ("tiny", "scaled") in run.readiness.waiting["tiny_too"]
+    assert run.reported == {"tiny": False, "tiny_too": False}
+    # ended in a worker that said 'finished', but no status file says so: no report yet
+    assert run.done(scaled, [{"state": workdir_lib.FINISHED, "step": 6}])
+    assert run.readiness.waiting["tiny_too"] == {("tiny_too", "longer")}
+    assert run.reported == {"tiny": False, "tiny_too": False}
