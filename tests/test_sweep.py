@@ -12,11 +12,13 @@ import pytest
 
 from transformer_jax.train import cli
 from transformer_jax.studies import report
+from transformer_jax.studies import plan as plan_lib
+from transformer_jax.studies import provenance
 from transformer_jax.studies import sweep
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.config import ConfigError
 from transformer_jax.studies.study import Comparison, Expectation, Verdict, load_study
-from tiny_study import tiny_study
+from tiny_study import tiny_study, tiny_study_sharing
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted(p.stem for p in (REPO / "experiments").glob("[!_]*.py"))  # every one of them
@@ -64,9 +66,10 @@ def test_a_probes_task_alone_does_not_count_as_training():
     from transformer_jax.studies import jobs as jobs_lib
     task = lambda study, variant=None: jobs_lib.Task(study, "root", "exp.py", "default", variant)
     names = ("a", "b", "c")
-    assert sweep.studies_trained([task("a"), task("b")], {}, names) == dict.fromkeys(names, False)
+    assert plan_lib.studies_trained([task("a"), task("b")], {}, names) == dict.fromkeys(
+        names, False)
     linked = {("a", "v"): {"c"}}  # c's runs link to a's variant v
-    assert sweep.studies_trained([task("a"), task("a", "v")], linked, names) == {
+    assert plan_lib.studies_trained([task("a"), task("a", "v")], linked, names) == {
         "a": True, "b": False, "c": True}
 
 
@@ -85,12 +88,7 @@ def test_half_finished_sweep_completes_only_what_is_missing(tmp_path):
 
 def test_identical_runs_of_two_studies_are_trained_once_and_both_reported(tmp_path):
     first = tiny_study(tmp_path / "data")
-    # a second study: one variant the same as first's 'scaled', one of its own (more steps)
-    second = dataclasses.replace(first, name="tiny_too", variants={
-        "same_as_scaled": {"model.attn_scale": True},
-        "longer": {"model.attn_scale": True, "train.num_steps": 9}},
-        expectations=(Expectation("longer is not worse", "eval/loss", "longer", Comparison.BETTER,
-                                  -10.0, b="same_as_scaled", higher_is_better=False),))
+    second = tiny_study_sharing(tmp_path / "data")  # its 'same_as_scaled' is first's 'scaled'
     roots = [tmp_path / "w" / s.name for s in (first, second)]
     out = io.StringIO()
     progress = sweep.terminal.JobProgress(out=out, bar=False)
@@ -114,6 +112,53 @@ def test_identical_runs_of_two_studies_are_trained_once_and_both_reported(tmp_pa
                                                     "same_as_scaled": {"model.attn_scale": False}})
     with pytest.raises(ConfigError, match="remove the link"):
         sweep.run_studies([(first, str(roots[0]), None), (changed, str(roots[1]), None)], (0, 1))
+
+
+EXPERIMENT_FILE = """import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from tiny_study import {function}
+
+def get_study(size):
+    return {function}(Path({data!r}), probes=lambda root: "probe table")
+"""
+
+
+def _finished_runs(study, root: Path) -> None:
+    """Every run of `study` ended before the sweep (a status file each, as training leaves),
+    except those a sweep will link to another study's identical run."""
+    workdir_lib.prepare(str(root), {"study": study.name, "runs": [list(r) for r in study.runs()]})
+    for variant, seed in study.runs():
+        if variant != "same_as_scaled":
+            (root / variant / f"seed_{seed}").mkdir(parents=True)
+            workdir_lib.write_status(root / variant / f"seed_{seed}", "finished", 6)
+
+
+def test_a_rerun_over_finished_runs_keeps_the_provenance_byte_for_byte(tmp_path):
+    """provenance.json records what TRAINED the runs: a sweep that only re-writes the reports
+    keeps it, also where a study's runs are links to another study's and where, with workers
+    (--jobs=2), each study's probes are a task of their own (which trains nothing: counting it
+    as training rewrote the records of the four main studies with probes)."""
+    sweeps = []
+    for function, make in (("tiny_study", tiny_study), ("tiny_study_sharing", tiny_study_sharing)):
+        study = make(tmp_path / "data", probes=lambda root: "probe table")
+        experiment = tmp_path / f"{study.name}.py"
+        experiment.write_text(EXPERIMENT_FILE.format(
+            tests=str(REPO / "tests"), function=function, data=str(tmp_path / "data")))
+        _finished_runs(study, tmp_path / "w" / study.name)
+        sweeps.append((study, str(tmp_path / "w" / study.name), str(experiment)))
+    quiet = sweep.terminal.JobProgress(out=io.StringIO(), bar=False)
+    assert sweep.run_studies(sweeps, (0, 1), size="tiny", progress=quiet) == {
+        "tiny": True, "tiny_too": True}  # nothing recorded yet: each study's record written
+    assert (tmp_path / "w" / "tiny_too" / "same_as_scaled" / "seed_0").is_symlink()
+    records = [Path(where) / provenance.FILE for _, where, _ in sweeps]
+    for record in records:  # as a record from the commit that trained the runs would read
+        record.write_text(record.read_text().replace('"date": "', '"date": "trained earlier, '))
+    before = [record.read_bytes() for record in records]
+    for jobs in (2, 1):
+        assert sweep.run_studies(sweeps, (0, 1), jobs=jobs, size="tiny", progress=quiet) == {
+            "tiny": True, "tiny_too": True}
+        assert [record.read_bytes() for record in records] == before, f"--jobs={jobs}"
 
 
 def test_two_identical_variants_of_one_study_train_once_and_the_report_is_written(tmp_path):

@@ -3,6 +3,7 @@ test and by an experiment file that a test hands to the command line (it imports
 whose flags would then be defined twice)."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from transformer_jax.studies.study import Comparison, Expectation, Study, load_config
@@ -22,3 +23,14 @@ def tiny_study(data_dir: Path, probes=None, seeds=(0,), analyses=()) -> Study:
         expectations=(Expectation("scaled is not worse", "eval/loss", "scaled",
                                   Comparison.BETTER, -10.0, b="unscaled", higher_is_better=False),),
         probes=probes, analyses=analyses)
+
+
+def tiny_study_sharing(data_dir: Path, probes=None) -> Study:
+    """A second study beside tiny_study: its 'same_as_scaled' is tiny's 'scaled' (one config,
+    so a sweep of both links it to tiny's run and trains it once), 'longer' is its own."""
+    return dataclasses.replace(
+        tiny_study(data_dir, probes=probes), name="tiny_too", variants={
+            "same_as_scaled": {"model.attn_scale": True},
+            "longer": {"model.attn_scale": True, "train.num_steps": 9}},
+        expectations=(Expectation("longer is not worse", "eval/loss", "longer", Comparison.BETTER,
+                                  -10.0, b="same_as_scaled", higher_is_better=False),))

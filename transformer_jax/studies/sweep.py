@@ -17,11 +17,15 @@ the study's page (`transformer_jax.studies.pages`).
 by whichever shard finds every run ended. `--jobs=N` trains N variants at once in worker
 processes (`transformer_jax.studies.jobs`), longest first.
 
+In three parts: `survey` readies each study's directory and reads what has ended; the pure
+`plan.plan` decides the tasks, which tasks each report waits for and which studies this sweep
+trains; `schedule.Sweep` runs the tasks and publishes each study (`publish.publish`) as soon as
+the last task it waits for ends.
+
 The terminal gets one line per finished variant, each study's verdict as it is written, a
 summary table and the TensorBoard command (`transformer_jax.studies.terminal`); each variant's full log
 is DIR/<variant>/train.log, and `--verbosity=0` shows it on the terminal too.
 """
-import functools
 import json
 import os
 import sys
@@ -31,16 +35,16 @@ from typing import Any, Optional
 from absl import flags, logging
 
 from transformer_jax.train import cli
-from transformer_jax.studies import jobs as jobs_lib
 from transformer_jax.studies import pages
-from transformer_jax.studies import preregistration, provenance
+from transformer_jax.studies import plan as plan_lib
 from transformer_jax.studies import report
+from transformer_jax.studies import schedule
 from transformer_jax.studies import study as study_lib
 from transformer_jax.studies import terminal
 from transformer_jax.studies.catalog import check_suite, select_studies
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.train.run import check_config
-from transformer_jax.train.workdir import PREEMPTED, has_ended
+from transformer_jax.train.workdir import has_ended
 
 _EXPERIMENT = flags.DEFINE_string("experiment", None,
                                   "Experiment file (experiments/scaling.py) or a directory of them.")
@@ -82,106 +86,31 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
     """(study, workdir, experiment file) each: its runs as tasks (`jobs`), each study's report
     as soon as its last run ends. Returns study name -> whether its report was written.
     `progress` prints a line per variant and each verdict (a new one on stdout if None)."""
-    progress = progress or terminal.JobProgress()
     if jobs > 1 and any(experiment is None for _, _, experiment in studies):
         raise ValueError("jobs > 1 needs each study's experiment file (workers load it)")
-    index, count = shard
-    tasks: list[jobs_lib.Task] = []
-    roots = {}
-    owners: dict[str, tuple[str, str, Path]] = {}  # config -> (study, variant, run dir)
-    linked: dict[tuple[str, str], set[str]] = {}  # (study, variant) -> studies that share its runs
+    found, linked = survey(studies)
+    planned = plan_lib.plan(found, linked, shard, jobs, size)
+    return schedule.Sweep(planned, found, size, shard,
+                          progress or terminal.JobProgress()).run(jobs)
+
+
+def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]]
+           ) -> tuple[list[plan_lib.Found], plan_lib.Linked]:
+    """Each study's workdir made ready (every run's config checked before anything runs,
+    identical runs linked: `link_identical_runs`) and its ended runs read, for `plan.plan`;
+    with the (study, variant) -> studies linking to its runs map."""
+    found, owners, linked = [], {}, {}
     for study, workdir, experiment in studies:
         configs = {run: study.config(*run) for run in study.runs()}
-        for config in configs.values():  # every run's config is checked before anything runs
+        for config in configs.values():
             check_config(config)
-        root = workdir_lib.prepare(workdir, {"study": study.name, "runs": [list(r) for r in study.runs()]})
-        roots[study.name] = root
-        progress.add_study(study, root)
+        root = workdir_lib.prepare(workdir, {"study": study.name,
+                                             "runs": [list(r) for r in study.runs()]})
         shared = link_identical_runs(study.name, root, configs, owners, linked)
-        mine = [run for i, run in enumerate(study.runs()) if i % count == index]
-        task = functools.partial(jobs_lib.Task, study.name, str(root), experiment, size)
-        for variant in study.variants:
-            seeds = tuple(seed for v, seed in mine if v == variant and (v, seed) not in shared)
-            if not seeds:
-                if any(v == variant for v, _ in mine):
-                    progress.add_variant(None, shared=True)
-                continue
-            statuses = [workdir_lib.read_status(root / variant / f"seed_{s}") for s in seeds]
-            if all(map(has_ended, statuses)):
-                logging.info("[%s] %s, seeds %s: already %s; nothing to do", study.name, variant,
-                             list(seeds), "/".join(sorted({s["state"] for s in statuses})))
-                progress.add_variant(None)
-                continue
-            tasks.append(task(variant, seeds, jobs_lib.cost(study, variant, seeds)))
-            progress.add_variant(tasks[-1].cost)
-        if study.probes and index == 0 and jobs > 1:  # else the report runs them
-            tasks.append(task())
-    by_name = {study.name: study for study, _, _ in studies}
-    experiments = {study.name: experiment for study, _, experiment in studies}
-    pending = {name: sum(t.study == name for t in tasks) for name in by_name}
-    for t in tasks:  # a study whose runs another study's task trains waits for that task too
-        for name in linked.get((t.study, t.variant), ()):
-            pending[name] += 1
-    trains_here = studies_trained(tasks, linked, by_name)
-    reported = {name: False for name in by_name}
-
-    def report_when_ended(name: str) -> None:
-        study, root = by_name[name], roots[name]
-        statuses = [workdir_lib.read_status(root / v / f"seed_{s}") for v, s in study.runs()]
-        missing = sum(not has_ended(s) for s in statuses)
-        if missing:
-            logging.info("[%s] %d of %d runs not ended yet; the report follows when they are",
-                         name, missing, len(statuses))
-            return
-        with cli.log_to_file(root / jobs_lib.REPORT_LOG):  # the analyses' own lines, and TFDS's
-            report.write_report(study, root)
-        if trains_here[name] or not (root / provenance.FILE).exists():
-            # what trained the runs; a rerun that only rewrites the report keeps the record
-            provenance.write(root / provenance.FILE, provenance.collect(study, size, shard))
-        # what this verdict was judged with: written with every report
-        trained_by = provenance.read(root / provenance.FILE)["code"]["commit"]
-        preregistration.write(root / preregistration.FILE, preregistration.record(
-            study, size, experiments[name], trained_by))
-        pages.write_run_page(study, root, experiments[name])
-        reported[name] = True
-        progress.study_reported(name)
-
-    def done(task: jobs_lib.Task, statuses: list[dict]) -> bool:
-        pending[task.study] -= 1
-        if task.variant is not None:
-            progress.variant_done(task.study, task.variant, task.cost, statuses)
-        if any(s.get("state") == PREEMPTED for s in statuses):
-            return False
-        sharing = linked.get((task.study, task.variant), set())
-        for name in sharing:  # (task.study itself when two of its variants are the same)
-            pending[name] -= 1
-        for name in sorted({task.study, *sharing}):
-            if not pending[name]:
-                report_when_ended(name)
-        return True
-
-    progress.start(jobs)
-    for name in [n for n, p in pending.items() if not p]:  # nothing left to run
-        report_when_ended(name)
-    try:
-        jobs_lib.run_tasks(tasks, by_name, jobs, done, tick=progress.tick)
-    finally:
-        progress.close()
-    return reported
-
-
-def studies_trained(tasks: list[jobs_lib.Task], linked: dict[tuple[str, str], set[str]],
-                    names) -> dict[str, bool]:
-    """Study name -> whether this sweep trains any of its runs (its own tasks, or another
-    study's task whose runs it links to). A probes task (variant None) trains nothing: a rerun
-    that only probes and reports must keep the provenance of the runs it did not train."""
-    trained = {name: False for name in names}
-    for t in tasks:
-        if t.variant is None:
-            continue
-        for name in (t.study, *linked.get((t.study, t.variant), ())):
-            trained[name] = True
-    return trained
+        ended = {(v, s) for v, s in study.runs()
+                 if has_ended(workdir_lib.read_status(root / v / f"seed_{s}"))}
+        found.append(plan_lib.Found(study, root, experiment, frozenset(ended), frozenset(shared)))
+    return found, linked
 
 
 def link_identical_runs(name: str, root: Path, configs: dict[tuple[str, int], Any],

@@ -1,0 +1,102 @@
+"""Carries out a sweep's plan (`plan.Plan`): its tasks through the job pool (`jobs.run_tasks`),
+and each study's report (`publish.publish`) as soon as the last task it waits for has ended.
+
+A preempted task ends nothing: the studies waiting for it are not reported in this sweep, and
+the pool starts no further task (its `done` returns False); rerunning the command resumes.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from absl import logging
+
+from transformer_jax.studies import jobs as jobs_lib
+from transformer_jax.studies import plan as plan_lib
+from transformer_jax.studies import terminal
+from transformer_jax.studies.publish import publish
+from transformer_jax.train import workdir as workdir_lib
+
+
+class Readiness:
+    """Which studies' reports may be written: each study waits for a set of tasks
+    (`Plan.waits`) and is ready once all of them have ended, once."""
+
+    def __init__(self, waits: Mapping[str, Iterable[plan_lib.TaskKey]]):
+        self.waiting = {name: set(keys) for name, keys in waits.items()}
+
+    def ready_now(self) -> list[str]:
+        """The studies that wait for nothing (every run ended before the sweep, or another
+        shard's), in plan order."""
+        return [name for name, keys in self.waiting.items() if not keys]
+
+    def task_ended(self, key: plan_lib.TaskKey) -> list[str]:
+        """The studies that became ready as task `key` ended, by name."""
+        ready = []
+        for name, keys in self.waiting.items():
+            if key in keys:
+                keys.discard(key)
+                ready += [] if keys else [name]
+        return sorted(ready)
+
+
+class Sweep:
+    """One sweep's run of its plan: `done` is the job pool's callback for each task."""
+
+    def __init__(self, plan: plan_lib.Plan, found: Iterable[plan_lib.Found], size: str,
+                 shard: tuple[int, int], progress: terminal.JobProgress):
+        self.plan, self.size, self.shard, self.progress = plan, size, shard, progress
+        self.found = {f.study.name: f for f in found}
+        self.readiness = Readiness(plan.waits)
+        self.reported = {name: False for name in self.found}
+
+    def run(self, jobs: int) -> dict[str, bool]:
+        """Runs every task; returns study name -> whether its report was written."""
+        self.announce()
+        self.progress.start(jobs)
+        for name in self.readiness.ready_now():  # nothing left to run
+            self.report_if_ended(name)
+        studies = {name: f.study for name, f in self.found.items()}
+        try:
+            jobs_lib.run_tasks(self.plan.tasks, studies, jobs, self.done, tick=self.progress.tick)
+        finally:
+            self.progress.close()
+        return self.reported
+
+    def announce(self) -> None:
+        """Tells the progress lines each study and what becomes of each of its variants."""
+        for name, found in self.found.items():
+            self.progress.add_study(found.study, found.root)
+            for v in self.plan.variants[name]:
+                if v.what == plan_lib.ENDED:
+                    states = {workdir_lib.read_status(found.root / v.variant / f"seed_{s}")["state"]
+                              for s in v.seeds}
+                    logging.info("[%s] %s, seeds %s: already %s; nothing to do", name,
+                                 v.variant, list(v.seeds), "/".join(sorted(states)))
+                self.progress.add_variant(v.cost, shared=v.what == plan_lib.SHARED)
+
+    def done(self, task: jobs_lib.Task, statuses: list[dict]) -> bool:
+        """Task ended with its runs' `statuses`; False (start no further task) if one was
+        preempted."""
+        if task.variant is not None:
+            self.progress.variant_done(task.study, task.variant, task.cost, statuses)
+        if any(s.get("state") == workdir_lib.PREEMPTED for s in statuses):
+            return False
+        for name in self.readiness.task_ended(plan_lib.key(task)):
+            self.report_if_ended(name)
+        return True
+
+    def report_if_ended(self, name: str) -> None:
+        """Publishes the study once every run of it has ended (with --shard, other shards may
+        still be training some): the last shard to end writes the report."""
+        found = self.found[name]
+        runs = found.study.runs()
+        missing = sum(not workdir_lib.has_ended(workdir_lib.read_status(
+            found.root / variant / f"seed_{seed}")) for variant, seed in runs)
+        if missing:
+            logging.info("[%s] %d of %d runs not ended yet; the report follows when they are",
+                         name, missing, len(runs))
+            return
+        publish(found.study, found.root, experiment=found.experiment, size=self.size,
+                shard=self.shard, trained=name in self.plan.trains)
+        self.reported[name] = True
+        self.progress.study_reported(name)
