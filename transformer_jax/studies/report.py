@@ -16,6 +16,7 @@ import numpy as np
 
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.studies import convergence
+from transformer_jax.studies.checks import as_section
 from transformer_jax.studies.plots import plot_curves
 from transformer_jax.studies.study import (Comparison, Expectation, INTERVAL_METHOD, Judgement,
                                            Measure, RATES, Study, Verdict, interval_of_mean)
@@ -49,7 +50,7 @@ def write_report(study: Study, root: Path) -> None:
     _write_csv(rows, root / "summary.csv")
     (root / "summary.md").write_text(_summary_markdown(study, runs))
     probes = study.probe_markdown(root)
-    analysis = "\n\n".join(f(root, runs) for f in study.analyses)
+    analysis = "\n\n".join(as_section(f(root, runs)).markdown for f in study.analyses)
     (root / "verdict.md").write_text(verdict_markdown(study, runs, probes, analysis))
 
 
