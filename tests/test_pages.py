@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from transformer_jax.studies import pages
-from transformer_jax.studies import preregistration, provenance, suite_time
+from transformer_jax.studies import preregistration, provenance, record, suite_time, verdict_text
 from transformer_jax.studies import sweep
 from transformer_jax.train import workdir as workdir_lib
 
@@ -28,9 +28,8 @@ from tiny_study import tiny_study
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "experiments" / "results"
 README = REPO / "README.md"
-INPUTS = ("_verdict.md", "_summary.md", "_summary.csv", "_" + provenance.FILE,
-          "_" + preregistration.FILE)
-STUDIES = sorted(p.name[:-len("_verdict.md")] for p in RESULTS.glob("*_verdict.md"))
+INPUTS = ("_" + record.FILE, "_summary.csv", "_" + provenance.FILE, "_" + preregistration.FILE)
+STUDIES = sorted(p.name[:-len("_" + record.FILE)] for p in RESULTS.glob("*_" + record.FILE))
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 INTEL = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -76,10 +75,11 @@ def _readme_with_markers(tmp_path: Path) -> tuple[Path, str]:
 
 
 def test_committed_pages_are_what_the_code_writes_from_the_committed_results(tmp_path):
+    """Byte for byte, from the JSON records alone (no verdict.md or summary.md is copied)."""
     results = _copy_results(tmp_path)
     readme, expected_readme = _readme_with_markers(tmp_path)
     assert pages.main([f"--results={results}", f"--readme={readme}"]) == 0
-    written = sorted(p.name for p in results.glob("*.md") if not p.name.endswith(INPUTS))
+    written = sorted(p.name for p in results.glob("*.md"))
     assert written == sorted([pages.INDEX] + [f"{n}.md" for n in STUDIES])
     for name in written:
         assert (results / name).read_bytes() == (RESULTS / name).read_bytes(), (
@@ -94,23 +94,33 @@ def test_committed_pages_are_what_the_code_writes_from_the_committed_results(tmp
         assert f"| [{name}](experiments/results/{name}.md) |" in text
 
 
+def _plant(path: Path, change) -> None:
+    """Rewrites the verdict record at `path` with `change(record)` applied."""
+    found = record.read(path)
+    change(found)
+    record.write(path, found)
+
+
 def test_a_planted_change_to_a_committed_result_changes_the_pages(tmp_path):
     results = _copy_results(tmp_path, ["scaling", "residuals"])
-    summary = results / "scaling_summary.md"
-    assert "| scaled | model.attn_scale=True" in summary.read_text()
-    cell = re.search(r"\d+\.\d+ ± \d+\.\d+", summary.read_text())[0]  # the first mean ± std
-    summary.write_text(summary.read_text().replace(cell, "9.876 ± 0.054", 1))
+
+    def first_mean(r):
+        r["summary"]["variants"][0]["metrics"]["eval/accuracy"].update(mean=9.876, std=0.054)
+
+    def one_fails(r):
+        r["counts"].update(held=2, failed=1, overall="partly holds")
+        r["expectations"][0]["verdict"] = "does not hold"
+    _plant(results / f"scaling_{record.FILE}", first_mean)
+    _plant(results / f"residuals_{record.FILE}", one_fails)
     csv = results / "residuals_summary.csv"
     csv.write_text(csv.read_text().replace(",finished,", ",diverged,", 1))
-    verdict = results / "residuals_verdict.md"
-    verdict.write_text(verdict.read_text().replace(
-        "claim holds on this run** (3 hold, 0 do not",
-        "claim partly holds on this run** (2 hold, 1 do not"))
     pages.write_results(results)
     scaling = (results / "scaling.md").read_text()
     residuals = (results / "residuals.md").read_text()
     assert scaling != (RESULTS / "scaling.md").read_text() and "9.876 ± 0.054" in scaling
     assert residuals != (RESULTS / "residuals.md").read_text()
+    assert "| does not hold |" in residuals
+    assert "claim partly holds on this run** (2 hold" in residuals
     assert "8 finished, 1 diverged." in residuals
     index = (results / pages.INDEX).read_text()
     machine = {name: pages.machine_cell(provenance.read(results / f"{name}_{provenance.FILE}"))
@@ -242,7 +252,7 @@ def test_update_readme_needs_the_markers(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--results=/nonexistent/results", "--readme="],
      "--results='/nonexistent/results' is not a directory"),
-    (["--results={empty}", "--readme="], "holds no <study>_verdict.md files"),
+    (["--results={empty}", "--readme="], "holds no <study>_verdict.json files"),
     (["--results={results}", "--experiments={experiments}", "--readme=/nonexistent/README.md"],
      "--readme='/nonexistent/README.md' is not a file"),
     (["--results={results}", "--experiments=/nonexistent", "--readme="],
@@ -261,12 +271,38 @@ def test_bad_paths_are_one_line_errors(tmp_path, capsys, args, message):
 
 def test_a_results_file_not_written_by_the_sweep_is_named(tmp_path):
     results = _copy_results(tmp_path, ["scaling"])
-    (results / "scaling_summary.md").write_text("# hand-written\n")
-    with pytest.raises(pages.PageError, match="scaling_summary.md: not a summary.md"):
+    (results / f"scaling_{record.FILE}").write_text('{"claim": "hand-written"}\n')
+    with pytest.raises(pages.PageError, match=f"scaling_{record.FILE}: not a verdict record"):
         pages.write_results(results)
-    (results / "scaling_summary.md").unlink()
-    with pytest.raises(pages.PageError, match="scaling_summary.md: missing"):
+    (results / f"scaling_{record.FILE}").write_text("| a markdown table |\n")
+    with pytest.raises(pages.PageError, match=f"scaling_{record.FILE}: not JSON"):
         pages.write_results(results)
+    shutil.copy(RESULTS / f"scaling_{record.FILE}", results)
+    (results / "scaling_summary.csv").unlink()
+    with pytest.raises(pages.PageError, match="scaling_summary.csv: missing"):
+        pages.write_results(results)
+
+
+def test_a_reworded_claim_shows_today_and_the_one_the_results_were_produced_with(tmp_path):
+    results = _copy_results(tmp_path, ["scaling"])
+    today = (RESULTS / "scaling.md").read_text()
+    assert "These results were produced when the claim read" not in today
+    _plant(results / f"scaling_{record.FILE}", lambda r: r.update(claim="Scaling helps."))
+    pages.write_results(results)
+    page = (results / "scaling.md").read_text()
+    claim = "Dividing Q·Kᵀ by √d_k keeps softmax out of saturation so gradients flow."
+    assert page.startswith(f"# scaling\n\n**Claim.** {claim}\n\n"
+                           "These results were produced when the claim read: Scaling helps.\n")
+
+
+def test_the_committed_verdict_and_summary_markdown_render_from_the_records():
+    for name in STUDIES:
+        found = record.read(RESULTS / f"{name}_{record.FILE}")
+        assert verdict_text.verdict_markdown(found, f"{name}_curves.png") == \
+            (RESULTS / f"{name}_verdict.md").read_text(), name
+        assert verdict_text.summary_markdown(found) == \
+            (RESULTS / f"{name}_summary.md").read_text(), name
+        assert found["precision"] == record.AS_PRINTED  # converted: numbers as printed
 
 
 def test_a_sweep_writes_provenance_and_pages_beside_its_report(tmp_path):
@@ -315,8 +351,9 @@ def _sweep_output_of_scaling(root: Path) -> Path:
     (study / "config.json").write_text(json.dumps({"study": "scaling", "runs": []}))
     for name in ("summary.md", "summary.csv", "curves.png", "probe_softmax_saturation.png"):
         shutil.copy(RESULTS / f"scaling_{name}", study / name)
-    verdict = (RESULTS / "scaling_verdict.md").read_text()
-    (study / "verdict.md").write_text(verdict.replace("](scaling_", "]("))  # the run's own names
+    for name in ("verdict.md", record.FILE):
+        verdict = (RESULTS / f"scaling_{name}").read_text()
+        (study / name).write_text(verdict.replace("](scaling_", "]("))  # the run's own names
     (study / pages.INDEX).write_text("the run's own page: not a result")
     provenance.write(study / provenance.FILE, provenance.describe(
         study="scaling", suite="main", size="default", seeds=(0, 1, 2), runs=12, shard=(0, 1),
@@ -332,7 +369,8 @@ def test_export_copies_a_sweeps_results_with_their_links_renamed(tmp_path, capsy
     assert sorted(p.name for p in results.iterdir() if not p.is_symlink()) == [
         "README.md", "scaling.md", "scaling_curves.png", "scaling_probe_softmax_saturation.png",
         "scaling_provenance.json", "scaling_summary.csv", "scaling_summary.md",
-        "scaling_verdict.md", "suite-main.json"]  # a directory's sweep: how long it took too
+        "scaling_verdict.json", "scaling_verdict.md",
+        "suite-main.json"]  # a directory's sweep: how long it took too
     verdict = (results / "scaling_verdict.md").read_text()
     assert "![curves](scaling_curves.png)" in verdict
     assert "![saturation](scaling_probe_softmax_saturation.png)" in verdict
@@ -349,4 +387,4 @@ def test_export_copies_a_sweeps_results_with_their_links_renamed(tmp_path, capsy
     capsys.readouterr()
     assert pages.main([f"--results={results}", "--readme=", f"--export={tmp_path}"]) == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "holds no study's verdict.md" in err
+    assert len(err.strip().splitlines()) == 1 and f"holds no study's {record.FILE}" in err

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from transformer_jax.studies import export, pages, provenance, suite_time
+from transformer_jax.studies import record as record_lib
 
 START = datetime(2026, 12, 3, 10, 0, 0, tzinfo=timezone.utc).timestamp()
 
@@ -17,7 +18,7 @@ def _study(root: Path, name: str, started: float, reported_after_s: int, runs: i
     directory.mkdir(parents=True)
     (directory / "config.json").write_text(json.dumps({"study": name}))
     os.utime(directory / "config.json", (started, started))
-    (directory / "verdict.md").write_text("**Verdict: x**\n")
+    (directory / record_lib.FILE).write_text("{}\n")  # reported: export copies it as it is
     date = datetime.fromtimestamp(started + reported_after_s, timezone.utc).isoformat(timespec="seconds")
     record = provenance.describe(study=name, suite="main", size="default", seeds=(0, 1, 2),
                                  runs=runs, shard=(0, 1), cpuinfo="model name\t: Some CPU\n",

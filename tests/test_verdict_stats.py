@@ -3,6 +3,7 @@ three-way verdict for each comparison, paired vs unpaired intervals, zero spread
 the seeds-needed estimate, and what summary.md / verdict.md / report.md show."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 import warnings
@@ -12,7 +13,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from transformer_jax.studies import report
+from transformer_jax.studies import record, report, verdict_text
+from transformer_jax.studies.checks import CheckResult, Section
 from transformer_jax.config import ConfigError
 from transformer_jax.studies.study import (Comparison, Expectation, Study, Verdict,
                                            interval_of_mean, seeds_to_bound, seeds_to_settle,
@@ -334,22 +336,49 @@ def test_verdict_table_and_overall_line_and_index(tmp_path):
     assert "least favourable" in text and "bootstrap" not in text
     assert "## Analysis\n\naccuracy by length: flat" in text
     (tmp_path / "s").mkdir()
-    (tmp_path / "s" / "verdict.md").write_text(text)
+    record.write(tmp_path / "s" / record.FILE, report.study_record(
+        _study(), RUNS, sections=[Section("accuracy by length: flat")]))
     index = report.write_index(tmp_path, ["s"]).read_text()
     assert "| expected | effect | 95 % interval | threshold | verdict |" in index
     assert "| x beats y | 0.4 (x − y) | [0.3255, 0.4745] | ≥ 0.2 | holds |" in index
     assert "per-seed" not in index and "**Verdict: the claim partly holds" in index
 
 
+def test_the_record_holds_the_numbers_at_full_precision_and_renders_verdict_md(tmp_path):
+    """verdict.json: numbers as numbers (not as printed), diverged runs marked, nan as null."""
+    found = report.study_record(_study(), RUNS)
+    path = record.write(tmp_path / record.FILE, found)
+    assert record.read(path) == json.loads(json.dumps(found, allow_nan=False))  # no NaN
+    x_beats_y = record.read(path)["expectations"][0]
+    assert x_beats_y["comparison"] == "better" and x_beats_y["verdict"] == "holds"
+    assert x_beats_y["values"]["y"][1] == {"seed": 1, "value": 0.45, "diverged": True}
+    assert x_beats_y["effect"] == pytest.approx(0.4)
+    low, high = x_beats_y["interval"]["low"], x_beats_y["interval"]["high"]
+    assert (low, high) == pytest.approx((0.4 - T2 * 0.03 / 3 ** 0.5, 0.4 + T2 * 0.03 / 3 ** 0.5))
+    assert f"{low:.4g}" == "0.3255" and low != 0.3255  # printed at 4 digits, kept in full
+    assert found["counts"] == {"held": 1, "failed": 1, "inconclusive": 0, "total": 2,
+                               "overall": "partly holds"}
+    y = found["summary"]["variants"][1]
+    assert y["diverged"] == 1 and y["metrics"]["eval/accuracy"]["n"] == 2
+    assert y["overrides"] == {"model.attn_scale": False}
+    assert found["precision"] == record.FULL_PRECISION and found["budget"] == {"steps": [0]}
+    assert verdict_text.verdict_markdown(record.read(path)) == report.verdict_markdown(
+        _study(), RUNS)
+
+
 def test_a_study_without_expectations_is_not_judged_rather_than_holding():
-    checks = ("| check | seeds passing | verdict |\n|---|---|---|\n| a | 1/1 | PASS |\n"
-              "| b | 0/1 | FAIL |\n| c | 1/2 | MIXED |")
-    text = report.verdict_markdown(_study(expectations=()), RUNS, analysis=checks)
+    found = (CheckResult("a", (True,)), CheckResult("b", (False,)),
+             CheckResult("c", (True, False)), CheckResult("d", ()))
+    analysis = Section("| check | seeds passing | verdict |", found)  # the data counts
+    study = _study(expectations=())
+    text = report.verdict_markdown(study, RUNS, analysis=analysis)
     assert "**Verdict: the claim is not judged on this run** (0 hold" in text
     assert "holds on this run" not in text
-    from transformer_jax.studies import pages
-    written = pages.parse_verdict(text, Path("s_verdict.md"))
-    assert written.cell == "not judged (no expectations); its analyses' checks: 1 of 3 pass"
+    written = json.loads(json.dumps(report.study_record(study, RUNS, sections=[analysis])))
+    assert [c["verdict"] for c in written["analyses"][0]["checks"]] == [
+        "PASS", "FAIL", "MIXED", "no finished run"]
+    assert verdict_text.verdict_cell(written) == (
+        "not judged (no expectations); its analyses' checks: 1 of 4 pass")
 
 
 def test_verdict_row_of_a_fail_rate():

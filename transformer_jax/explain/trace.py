@@ -21,6 +21,7 @@ from absl import flags
 
 from transformer_jax.train import cli
 from transformer_jax.config import ConfigError, Position
+from transformer_jax.train.figures import file_pyplot
 
 _D_MODEL = flags.DEFINE_integer("d_model", 8, "Width of the token vectors.")
 _HEADS = flags.DEFINE_integer("heads", 2, "Attention heads; must divide --d_model.")
@@ -238,9 +239,7 @@ def trace_figure(trace, n):
     """Heatmaps of head 0's scores, scaled scores, weights and causal weights (under
     trace.position), and the permutation demonstration: the outputs without positions, and
     |out(reversed) − out(sentence)[perm]| without positions and under trace.position."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = file_pyplot()
 
     words, steps, p = trace.words, n["steps"], n["permutation"]
     position = trace.position.value

@@ -1,10 +1,11 @@
 """A sweep's results copied into a results directory (experiments/results), from which the
 results pages are written: `python -m transformer_jax.studies.pages --export=runs/studies`.
 
-A sweep writes each study's files into the study's own directory (DIR/<study>/verdict.md,
-curves.png, ...); a results directory holds every study's side by side, each file named after
-its study (<study>_verdict.md, <study>_curves.png, ...). The copy renames the links inside the
-markdown to match, so every plot a verdict shows comes along and still resolves.
+A sweep writes each study's files into the study's own directory (DIR/<study>/verdict.json,
+verdict.md, curves.png, ...); a results directory holds every study's side by side, each file
+named after its study (<study>_verdict.json, <study>_curves.png, ...). The copy renames the
+links inside the markdown, and inside the markdown the record keeps verbatim, to match, so every
+plot a verdict shows comes along and still resolves.
 """
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import re
 import shutil
 from pathlib import Path
 
-from transformer_jax.studies import preregistration, provenance, suite_time
+from transformer_jax.studies import preregistration, provenance, record, suite_time
 from transformer_jax.train import workdir as workdir_lib
 
-RESULTS = ("verdict.md", "summary.md", "summary.csv", "curves.png", provenance.FILE,
+RESULTS = (record.FILE, "verdict.md", "summary.md", "summary.csv", "curves.png", provenance.FILE,
            preregistration.FILE)
-RENAMED = ("verdict.md", "summary.md")  # the markdown whose links name the study's files
+# the files whose links name the study's files: the markdown, and the record, whose probes' and
+# analyses' markdown (kept verbatim in it) links their plots
+RENAMED = (record.FILE, "verdict.md", "summary.md")
 _LOCAL_LINK = re.compile(r"\]\(([^)/\s:]+)\)")  # a file beside the page: no directory, no scheme
 
 
@@ -28,13 +31,13 @@ class ExportError(ValueError):
 
 def study_dirs(run_root: Path) -> list[Path]:
     """The study directories of a sweep's --workdir: itself (one experiment file) or each
-    sub-directory with a verdict.md (a directory of experiments)."""
+    sub-directory with a verdict record (a directory of experiments)."""
     run_root = Path(run_root)
-    if (run_root / "verdict.md").is_file():
+    if (run_root / record.FILE).is_file():
         return [run_root]
-    found = sorted(d for d in run_root.glob("*/") if (d / "verdict.md").is_file())
+    found = sorted(d for d in run_root.glob("*/") if (d / record.FILE).is_file())
     if not found:
-        raise ExportError(f"--export={str(run_root)!r} holds no study's verdict.md (a sweep's "
+        raise ExportError(f"--export={str(run_root)!r} holds no study's {record.FILE} (a sweep's "
                           f"--workdir, or one of its study directories)")
     return found
 
@@ -51,7 +54,7 @@ def study_name(study_dir: Path) -> str:
 def exported_names(study_dir: Path) -> list[str]:
     """The files of a study directory that its results are: RESULTS, every file the verdict
     links to (probe and analysis plots), and the analyses' tables (*.csv)."""
-    linked = _LOCAL_LINK.findall((Path(study_dir) / "verdict.md").read_text())
+    linked = _LOCAL_LINK.findall((Path(study_dir) / record.FILE).read_text())
     tables = [p.name for p in sorted(Path(study_dir).glob("*.csv"))]
     names = dict.fromkeys([*RESULTS, *linked, *tables])
     return [n for n in names if (Path(study_dir) / n).is_file()]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from transformer_jax.studies.checks import CheckResult
+
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
     """A GitHub table: floats to 4 significant digits, anything else as str()."""
@@ -11,12 +13,11 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
     return "\n".join(lines + ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows])
 
 
-def checks_table(first_column: str, checks: Iterable[tuple[str, Sequence[bool]]]) -> list[str]:
+def checks_table(first_column: str, results: Iterable[CheckResult]) -> list[str]:
     """An analysis's checks as table lines: each check's text, the seeds where it held, and
-    PASS (all), FAIL (none), MIXED, or 'no finished run'. pages.py counts the PASS rows."""
+    its verdict (PASS, FAIL, MIXED or 'no finished run')."""
     lines = [f"| {first_column} | seeds passing | verdict |", "|---|---|---|"]
-    for text, passed in checks:
-        verdict = ("no finished run" if not passed else
-                   "PASS" if all(passed) else "FAIL" if not any(passed) else "MIXED")
-        lines.append(f"| {text} | {sum(passed)}/{len(passed)} | {verdict} |")
+    for result in results:
+        lines.append(f"| {result.text} | {sum(result.passed)}/{len(result.passed)} | "
+                     f"{result.verdict} |")
     return lines

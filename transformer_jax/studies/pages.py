@@ -3,8 +3,9 @@ r"""Results pages, written by code from results files, so that no number is rety
     python -m transformer_jax.studies.pages [--results=experiments/results] [--readme=README.md]
         [--export=runs/studies ...]
 
-writes, from the results files alone (each study's verdict.md, summary.md, summary.csv and
-provenance.json) and the claim and suite of its experiment file:
+writes, from the results files alone (each study's verdict record verdict.json, summary.csv
+and provenance.json: `record`, rendered by `verdict_text`) and the claim and suite of its
+experiment file:
   RESULTS/<study>.md   one page per study: claim, verdict table, final metrics, plots, and the
                        machine, software and commit that produced them (where recorded);
   RESULTS/README.md    the index: one row per study with its verdict and machine;
@@ -13,10 +14,10 @@ provenance.json) and the claim and suite of its experiment file:
 `--export=DIR` first copies a sweep's results (its --workdir) into the results directory
 (`transformer_jax.studies.export`).
 
-Two layouts hold the same files: a results directory (experiments/results: <study>_verdict.md,
-..., page <study>.md) and a sweep's study directory (DIR/<study>/verdict.md, ..., page
+Two layouts hold the same files: a results directory (experiments/results: <study>_verdict.json,
+..., page <study>.md) and a sweep's study directory (DIR/<study>/verdict.json, ..., page
 DIR/<study>/README.md, index DIR/README.md), which the sweep writes as each report is written.
-A page sits beside its study's verdict.md, so the verdict's own plot links work unchanged.
+A page sits beside its study's files, so the plot links in its analyses' markdown resolve.
 """
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ import dataclasses
 import enum
 import io
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -35,6 +35,8 @@ from transformer_jax.config import ConfigError
 from transformer_jax.studies import catalog, export, loading, suite_time
 from transformer_jax.studies import preregistration as preregistration_lib
 from transformer_jax.studies import provenance as provenance_lib
+from transformer_jax.studies import record as record_lib
+from transformer_jax.studies import verdict_text
 from transformer_jax.studies.study import Study
 
 HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->"
@@ -44,13 +46,9 @@ GENERATED = ("Written by `python -m transformer_jax.studies.pages` from the resu
 NO_PROVENANCE = ("Provenance not recorded: these results predate provenance files (there is no "
                  "{file} beside them), so the machine, software versions and commit that "
                  "produced them are unknown.")
-_OVERALL = re.compile(r"^\*\*Verdict: the claim (?P<overall>.+?) on this run\*\* \((?P<held>\d+) "
-                      r"hold, (?P<failed>\d+) do not hold, (?P<inconclusive>\d+) inconclusive "
-                      r"of (?P<total>\d+) expectations")
 NO_PREREGISTRATION = ("Pre-registration not recorded: these results predate fingerprints (there "
                       "is no {file} beside them).")
 NOT_RUN = "not run yet"
-_SUMMARY_TITLE = re.compile(r"^# .+?: final metrics \((?P<what>.+)\)$")
 
 
 class PageError(ValueError):
@@ -71,7 +69,8 @@ class StudyFiles:
     layout: Layout
 
     def path(self, kind: str) -> Path:
-        """kind: 'verdict.md', 'summary.md', 'summary.csv' or provenance_lib.FILE."""
+        """kind: record_lib.FILE, 'verdict.md', 'summary.md', 'summary.csv', 'curves.png' or
+        provenance_lib.FILE."""
         return self.directory / (f"{self.name}_{kind}" if self.layout is Layout.RESULTS else kind)
 
     @property
@@ -92,77 +91,11 @@ class Entry:
     @property
     def ran(self) -> bool:
         """Whether it has results (a pre-registered study has none yet)."""
-        return self.files.path("verdict.md").is_file()
+        return self.files.path(record_lib.FILE).is_file()
 
     @classmethod
     def of(cls, study: Study, files: StudyFiles, experiment: Optional[Path] = None) -> Entry:
         return cls(files, study.claim, study.suite, experiment, tuple(study.amendments))
-
-
-@dataclasses.dataclass(frozen=True)
-class WrittenVerdict:
-    """A verdict.md read back: what the run stated and judged."""
-
-    claim: str
-    published: str
-    table: tuple[str, ...]  # the expectations table, header included
-    overall: str  # the '**Verdict: ...' line
-    counts: dict[str, Any]  # overall (words), held, failed, inconclusive, total
-    notes: tuple[str, ...]  # the lines between the overall line and the first '## ' section
-    sections: tuple[str, ...]  # from the first '## ' section (probes, analysis) to the end
-
-    @property
-    def cell(self) -> str:
-        """'partly holds: 2 of 5 hold, 3 inconclusive' (a table cell)."""
-        c = self.counts
-        if not c["total"]:  # its findings are its analyses' checks: count those
-            checks = [l.rsplit("|", 2)[1].strip() for l in self.sections
-                      if l.rstrip().endswith(("| PASS |", "| FAIL |", "| MIXED |"))]
-            passed = checks.count("PASS")
-            return (f"not judged (no expectations); its analyses' checks: {passed} of "
-                    f"{len(checks)} pass")
-        failed = f", {c['failed']} {'does' if c['failed'] == 1 else 'do'} not" \
-            if c["failed"] else ""
-        extra = failed + (f", {c['inconclusive']} inconclusive" if c["inconclusive"] else "")
-        overall = c["overall"].removeprefix("is ")  # 'the claim is inconclusive'
-        return f"{overall}: {c['held']} of {c['total']} hold{extra}"
-
-
-def parse_verdict(text: str, where: Path) -> WrittenVerdict:
-    lines = text.splitlines()
-
-    def field(prefix: str) -> str:
-        line = next((l for l in lines if l.startswith(prefix)), None)
-        if line is None:
-            raise PageError(f"{where}: no line starting {prefix!r}; is it a verdict.md that "
-                            f"the sweep wrote?")
-        return line[len(prefix):].strip()
-
-    claim, published = field("**Claim.**"), field("**Published.**")
-    start = next((i for i, l in enumerate(lines) if l.startswith("|")), None)
-    over = next((i for i, l in enumerate(lines) if _OVERALL.match(l)), None)
-    if start is None or over is None or over < start:
-        raise PageError(f"{where}: no expectations table followed by a '**Verdict: the claim "
-                        f"... on this run** (...)' line")
-    end = next(i for i in range(start, len(lines) + 1) if i == len(lines)
-               or not lines[i].startswith("|"))
-    counts = _OVERALL.match(lines[over]).groupdict()
-    counts = {k: v if k == "overall" else int(v) for k, v in counts.items()}
-    first = next((i for i in range(over, len(lines)) if lines[i].startswith("## ")), len(lines))
-    return WrittenVerdict(claim, published, tuple(lines[start:end]), lines[over], counts,
-                          tuple(lines[over + 1:first]), tuple(lines[first:]))
-
-
-def parse_summary(text: str, where: Path) -> tuple[str, tuple[str, ...], str]:
-    """summary.md read back: (what its means are over, its table, its 'Intervals:' line)."""
-    lines = text.splitlines()
-    title = _SUMMARY_TITLE.match(lines[0]) if lines else None
-    table = tuple(l for l in lines if l.startswith("|"))
-    intervals = next((l for l in lines if l.startswith("Intervals:")), None)
-    if title is None or not table or intervals is None:
-        raise PageError(f"{where}: not a summary.md that the sweep wrote (a '# <study>: final "
-                        f"metrics (...)' title, a table and an 'Intervals:' line)")
-    return title["what"], table, intervals
 
 
 def runs_line(csv_text: str, where: Path) -> str:
@@ -241,17 +174,14 @@ def machine_cell(record: Optional[dict[str, Any]]) -> str:
     return f"{record['machine']['cpu']} ({record['machine']['cpus']} CPUs)"
 
 
-def render_page(entry: Entry, verdict: WrittenVerdict, summary: tuple[str, tuple[str, ...], str],
-                runs: str, record: Optional[dict[str, Any]],
+def render_page(entry: Entry, verdict: dict[str, Any], runs: str,
+                record: Optional[dict[str, Any]],
                 registered: Optional[dict[str, Any]] = None) -> str:
-    """One study's page from its results read back (pure)."""
+    """One study's page from its verdict record (`verdict`) and results files (pure)."""
     files = entry.files
-    what, table, intervals = summary
     claim = [f"**Claim.** {entry.claim}", ""]
-    if verdict.claim != entry.claim:
-        claim += [f"These results were produced when the claim read: {verdict.claim}", ""]
-    images = [l for l in verdict.notes if l.startswith("![")]
-    notes = _paragraphs([l for l in verdict.notes if not l.startswith("![")])
+    if verdict["claim"] != entry.claim:
+        claim += [f"These results were produced when the claim read: {verdict['claim']}", ""]
     where = f"Suite `{entry.suite}`"
     if entry.experiment is not None and files.layout is Layout.RESULTS:
         link = Path(os.path.relpath(entry.experiment, files.page.parent)).as_posix()
@@ -261,38 +191,36 @@ def render_page(entry: Entry, verdict: WrittenVerdict, summary: tuple[str, tuple
     if files.layout is Layout.RESULTS:  # a sweep's single study has no index beside it
         where += f" · [every study]({INDEX})"
     csv_name = files.path("summary.csv").name
+    what = verdict_text.summary_over(verdict)
+    # the probes' and analyses' markdown, verbatim, a line at a time
+    sections = "\n".join(verdict_text.sections(verdict)).splitlines()
     lines = [f"# {files.name}", "", *claim, where, "",
-             f"**Published.** {verdict.published}", "",
-             "## Verdict", "", *verdict.table, "", verdict.overall, "", *notes,
-             "## Final metrics", "", f"{what[0].upper()}{what[1:]}. {runs}", "", *table, "",
-             intervals, f"Per seed: [{csv_name}]({csv_name}).", ""]
-    if images:
-        lines += ["## Curves", "", *_paragraphs(images)]
-    lines += [*verdict.sections]
-    if verdict.sections and verdict.sections[-1]:
+             f"**Published.** {verdict['published']}", "",
+             "## Verdict", "", *verdict_text.expectations_table(verdict), "",
+             verdict_text.overall_line(verdict), "", verdict_text.notes(verdict), "",
+             "## Final metrics", "", f"{what[0].upper()}{what[1:]}. {runs}", "",
+             *verdict_text.summary_table(verdict), "", verdict_text.intervals_line(verdict),
+             f"Per seed: [{csv_name}]({csv_name}).", "",
+             "## Curves", "", f"![curves]({files.path('curves.png').name})", ""]
+    lines += sections
+    if sections and sections[-1]:
         lines.append("")
     lines += preregistered(entry, registered, files.path(preregistration_lib.FILE).name, record)
     lines += produced_by(record, files.path(provenance_lib.FILE).name)
     return "\n".join(lines) + "\n"
 
 
-def _paragraphs(lines: Sequence[str]) -> list[str]:
-    """The non-empty lines, each followed by a blank line."""
-    return [x for l in lines if l.strip() for x in (l, "")]
-
-
-def read_entry(entry: Entry) -> tuple[WrittenVerdict, tuple, str, Optional[dict[str, Any]]]:
-    """(verdict, summary, runs line, provenance record) of a study's results files."""
+def read_entry(entry: Entry) -> tuple[dict[str, Any], str, Optional[dict[str, Any]]]:
+    """(verdict record, runs line, provenance record) of a study's results files."""
     files = entry.files
-    texts = {}
-    for kind in ("verdict.md", "summary.md", "summary.csv"):
-        path = files.path(kind)
-        if not path.is_file():
-            raise PageError(f"{path}: missing; the sweep writes it with {files.name}'s report")
-        texts[kind] = path.read_text()
-    return (parse_verdict(texts["verdict.md"], files.path("verdict.md")),
-            parse_summary(texts["summary.md"], files.path("summary.md")),
-            runs_line(texts["summary.csv"], files.path("summary.csv")),
+    try:
+        verdict = record_lib.read(files.path(record_lib.FILE))
+    except record_lib.RecordError as e:
+        raise PageError(str(e)) from None
+    csv_path = files.path("summary.csv")
+    if not csv_path.is_file():
+        raise PageError(f"{csv_path}: missing; the sweep writes it with {files.name}'s report")
+    return (verdict, runs_line(csv_path.read_text(), csv_path),
             provenance_lib.read(files.path(provenance_lib.FILE)))
 
 
@@ -337,12 +265,12 @@ def _row(entry: Entry, base: Optional[Path]) -> tuple[str, str, Optional[dict[st
     """(link to its page, else to its experiment file; verdict cell; provenance record) of a
     study's row, links relative to `base` (None: the paths as given)."""
     if entry.ran:
-        verdict, _, _, record = read_entry(entry)
-        target, cell = entry.files.page, verdict.cell
+        verdict, _, record = read_entry(entry)
+        target, cell = entry.files.page, verdict_text.verdict_cell(verdict)
     elif entry.experiment is not None:
         target, cell, record = entry.experiment, NOT_RUN, None
     else:
-        raise PageError(f"{entry.files.path('verdict.md')}: missing")
+        raise PageError(f"{entry.files.path(record_lib.FILE)}: missing")
     link = os.path.relpath(target, base) if base is not None else str(target)
     return Path(link).as_posix(), cell, record
 
@@ -359,7 +287,7 @@ def results_entries(results_dir: Path, experiments_dir: Optional[Path] = None) -
     experiments_dir = Path(experiments_dir) if experiments_dir else results_dir.parent
     if not results_dir.is_dir():
         raise PageError(f"--results={str(results_dir)!r} is not a directory")
-    suffix = "_verdict.md"
+    suffix = "_" + record_lib.FILE
     names = sorted(p.name[:-len(suffix)] for p in results_dir.glob(f"*{suffix}"))
     if not names:
         raise PageError(f"--results={str(results_dir)!r} holds no <study>{suffix} files")
@@ -444,7 +372,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m transformer_jax.studies.pages",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default="experiments/results",
-                        help="the results directory (<study>_verdict.md, ...)")
+                        help="the results directory (<study>_verdict.json, ...)")
     parser.add_argument("--experiments", default="",
                         help="the experiment files (default: the results directory's parent)")
     parser.add_argument("--readme", default="README.md",

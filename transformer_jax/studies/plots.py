@@ -18,6 +18,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from transformer_jax.train.figures import file_pyplot
+
 LOG_SCALE_RATIO = 50.0  # a panel whose positive values span more than this goes log-scale
 LINE_STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
@@ -184,10 +186,8 @@ def plot_curves(study, runs: Mapping[tuple[str, int], dict[str, Any]], path: Pat
 def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]]):
     """One panel per metric of `study`: each variant's mean over seeds, shaded between its
     seeds' min and max (`runs`: report.collect's (variant, seed) -> {'curves': ...})."""
-    import matplotlib
-    matplotlib.use("Agg")
     import matplotlib.lines
-    import matplotlib.pyplot as plt
+    plt = file_pyplot()
 
     metrics = list(study.metrics)
     variants = list(study.variants)
@@ -233,9 +233,7 @@ def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]]):
 def plot_lines(path: Path, series: dict[str, tuple[Sequence[float], Sequence[float]]], *,
                title: str, xlabel: str, ylabel: str, logy: bool = False) -> None:
     """One line per series {label: (x, y)}, dots on the points (a probe's or an analysis's)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = file_pyplot()
 
     fig, ax = plt.subplots(figsize=(4.8, 3.4))
     for label, (x, y) in series.items():

@@ -54,8 +54,8 @@ def check_results(results_dir: Path, experiments_dir: Path, repo: Path) -> list[
     file's today (an expectation moved after the run); an expectations commit that also holds
     results, or that does not come before the code the results were produced by."""
     problems = []
-    for verdict in sorted(Path(results_dir).glob("*_verdict.md")):
-        name = verdict.name[:-len("_verdict.md")]
+    for verdict in sorted(Path(results_dir).glob("*_verdict.json")):  # record.FILE
+        name = verdict.name[:-len("_verdict.json")]
         entry = read(Path(results_dir) / f"{name}_{FILE}")
         if entry is None:
             problems.append(f"{name}: no {name}_{FILE} beside its verdict: re-run the study")

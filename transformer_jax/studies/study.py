@@ -294,8 +294,9 @@ class Study:
     probes: Optional[Callable[[Path], str]] = None  # step-0 probes: write plots, return markdown
     suite: str = "main"  # the collection it belongs to: 'main' (scripts/run.sh), 'lm' (real text)
     # Called after every run ended with (root, report.collect(...)'s runs); each returns markdown
-    # for verdict.md's '## Analysis' and may write plots into root.
-    analyses: tuple[Callable[[Path, dict], str], ...] = ()
+    # for verdict.md's '## Analysis', or a checks.Section (that markdown and its checks' results
+    # as data), and may write plots into root.
+    analyses: tuple[Callable[[Path, dict], Any], ...] = ()
     # One line each, with the commits: where an expectation or the design was changed after a
     # result had been seen (shown on the study's results page; not part of the fingerprint).
     amendments: tuple[str, ...] = ()

@@ -21,6 +21,8 @@ from typing import Any, Optional, Sequence, TextIO
 from transformer_jax.train.cli import LOG_FILE
 from transformer_jax.train.terminal import duration, tensorboard_executable
 from transformer_jax.studies.study import Study
+from transformer_jax.studies import record as record_lib
+from transformer_jax.studies import verdict_text
 
 TENSORBOARD_PORT = 6006
 # Run names end in <variant>/seed_<n>: the seeds of a variant (of a study) share a colour. (The
@@ -66,7 +68,8 @@ def describe_seeds(statuses: Sequence[dict], metric: str) -> str:
 
 @dataclasses.dataclass
 class StudyVerdict:
-    """What verdict.md says, for the terminal: the overall line and each expectation's verdict."""
+    """What the verdict record says, for the terminal: the overall line and each expectation's
+    verdict."""
 
     overall: str
     expectations: list[tuple[str, str]]  # (verdict, expected outcome in words)
@@ -76,19 +79,14 @@ class StudyVerdict:
 
 
 def read_verdict(path: Path) -> StudyVerdict:
-    """verdict.md's '**Verdict: ...**' line and its first table's (the expectations')
-    'expected' and 'verdict' columns, found by their headers."""
-    lines = path.read_text().splitlines() if path.exists() else []
-    overall = next((l.replace("**", "") for l in lines if l.startswith("**Verdict")), "")
-    start = next((i for i, l in enumerate(lines) if l.startswith("|")), len(lines))
-    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
-    rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in lines[start:end]]
-    expectations = []
-    if rows and "expected" in rows[0] and "verdict" in rows[0]:
-        text, verdict = rows[0].index("expected"), rows[0].index("verdict")
-        for row in rows[2:]:
-            if len(row) > max(text, verdict):
-                expectations.append((row[verdict], row[text]))
+    """A study's verdict record (record.FILE at `path`): its overall line and each
+    expectation's verdict and text; empty where the report wrote none."""
+    try:
+        found = record_lib.read(path)
+    except record_lib.RecordError:
+        return StudyVerdict("", [])
+    overall = verdict_text.overall_line(found).replace("**", "")
+    expectations = [(verdict_text.verdict_words(row), row["text"]) for row in found["expectations"]]
     return StudyVerdict(overall, expectations)
 
 
@@ -219,7 +217,7 @@ class JobProgress:
 
     def study_reported(self, name: str) -> None:
         study, root = self.studies[name]
-        verdict = read_verdict(root / "verdict.md")
+        verdict = read_verdict(root / record_lib.FILE)
         self.verdicts[name] = verdict
         self.print(f"  {name}: {verdict.overall or 'verdict written'}")
         for word, text in verdict.expectations:

@@ -25,6 +25,7 @@ from transformer_jax.studies.plots import plot_lines
 from transformer_jax.studies import report
 from transformer_jax.studies import study
 from transformer_jax.config import Norm
+from transformer_jax.train.figures import file_pyplot
 
 METRIC = "eval/accuracy"
 DIVERGED_ACCURACY = 0.0  # what a diverged run counts as (experiments/depth.py: FAILED)
@@ -97,9 +98,7 @@ def _write_csv(table, path: Path) -> None:
 
 def _plot(points, path: Path) -> list[str]:
     """Writes the figure; returns the architectures drawn, in order (one line each)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = file_pyplot()
 
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     # one line per architecture, however many: styles repeat (zip would drop the 6th and on)

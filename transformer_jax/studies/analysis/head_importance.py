@@ -34,8 +34,10 @@ from flax import nnx
 
 from transformer_jax.studies.analysis import head_roles
 from transformer_jax.studies.analysis.restore import Restored, finished_run_dirs, restore_variant
+from transformer_jax.studies.checks import Check, CheckResult, Section, judged
 from transformer_jax.studies.markdown import checks_table, markdown_table
 from transformer_jax.train import steps
+from transformer_jax.train.figures import file_pyplot
 
 CSV_FILE, PLOT_FILE = "head_importance.csv", "head_importance.png"
 MAX_EXAMPLES = 1024  # eval examples scored per knock-out (the eval split's first ones)
@@ -94,30 +96,20 @@ def drops(values: np.ndarray, num_layers: int, num_heads: int, metric: str) -> n
     return worse.reshape(len(values), num_layers, num_heads)
 
 
-@dataclasses.dataclass(frozen=True)
-class Check:
-    """One statement the analysis prints as pass/fail per seed (thresholds from the study)."""
-    text: str
-    variant: str
-    # (importance [L, H] of one seed, that seed's head_roles scores {'previous_token': [L, H],
-    # 'prefix_matching': [L, H]}, empty without head_roles.csv) -> holds?
-    test: Callable[[np.ndarray, Mapping[str, np.ndarray]], bool]
-
-
 def make_analysis(metric: str = "accuracy", checks: tuple[Check, ...] = (),
-                  max_examples: int = MAX_EXAMPLES) -> Callable[[Path, dict], str]:
+                  max_examples: int = MAX_EXAMPLES) -> Callable[[Path, dict], Section]:
     """The analysis for `Study.analyses`, measuring the drop in `metric` (eval/<metric>). Put it
     after head_roles' analysis in `Study.analyses` to read the roles and scores it writes."""
     if metric not in METRICS:
         raise ValueError(f"metric={metric!r} is not one of: {', '.join(METRICS)}")
 
-    def head_importance(root: Path, runs: dict) -> str:
+    def head_importance(root: Path, runs: dict) -> Section:
         return analyse(Path(root), runs, metric, checks, max_examples)
     return head_importance
 
 
 def analyse(root: Path, runs: Mapping, metric: str = "accuracy", checks: tuple[Check, ...] = (),
-            max_examples: int = MAX_EXAMPLES) -> str:
+            max_examples: int = MAX_EXAMPLES) -> Section:
     results = {}  # variant -> (seeds, values [S, 1 + L·H], importance [S, L, H])
     for variant, dirs in finished_run_dirs(root, runs).items():
         restored = restore_variant(dirs)
@@ -126,13 +118,14 @@ def analyse(root: Path, runs: Mapping, metric: str = "accuracy", checks: tuple[C
         results[variant] = (restored.seeds, values, drops(values, cfg.num_layers, cfg.num_heads,
                                                           metric))
     if not results:
-        return "No finished runs to knock heads out of.\n"
+        return Section("No finished runs to knock heads out of.\n")
     rows = read_head_roles(root / head_roles.CSV_FILE)
     roles = {key: r["role"] for key, r in rows.items()}
     _write_csv(results, roles, root / CSV_FILE)
     plot_importance({v: imp.mean(0) for v, (_, _, imp) in results.items()}, metric,
                     root / PLOT_FILE)
-    return _markdown(results, roles, metric) + _checks_markdown(results, rows, checks)
+    found = judge(results, rows, checks)
+    return Section(_markdown(results, roles, metric) + _checks_markdown(found), found)
 
 
 def read_head_roles(path: Path) -> dict[tuple[str, int, int, int], dict[str, str]]:
@@ -187,16 +180,20 @@ def roles_cost_more(importance: np.ndarray, scores: Mapping[str, np.ndarray]) ->
     return bool(importance[role].mean() > importance[~role].mean())
 
 
-def _checks_markdown(results, rows, checks: tuple[Check, ...]) -> str:
-    if not checks:
-        return ""
-    def passed(c: Check) -> list[bool]:
-        seeds, _, importance = results.get(c.variant, ((), None, None))
-        return [bool(c.test(importance[i], role_scores(rows, c.variant, s, importance.shape[1:])))
+def judge(results, rows, checks: tuple[Check, ...]) -> tuple[CheckResult, ...]:
+    """Each check on each finished seed's (importance [L, H], role scores)."""
+    def per_seed(variant: str) -> list[tuple]:
+        seeds, _, importance = results.get(variant, ((), None, None))
+        return [(importance[i], role_scores(rows, variant, s, importance.shape[1:]))
                 for i, s in enumerate(seeds)]
+    return tuple(judged(c, per_seed(c.variant)) for c in checks)
+
+
+def _checks_markdown(found: tuple[CheckResult, ...]) -> str:
+    if not found:
+        return ""
     # A blank line first: a table straight after the figure's line is not a table in Markdown.
-    lines = ["", *checks_table("check (stated before the run)",
-                               ((c.text, passed(c)) for c in checks))]
+    lines = ["", *checks_table("check (stated before the run)", found)]
     return "\n".join(lines) + "\n"
 
 
@@ -242,9 +239,7 @@ def _markdown(results, roles, metric: str) -> str:
 def plot_importance(mean_drop: Mapping[str, np.ndarray], metric: str, path: Path) -> None:
     """One layers × heads heat-map per variant, the mean drop written in each cell; one colour
     scale shared by every panel."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = file_pyplot()
 
     top = max(float(np.max(m)) for m in mean_drop.values())
     vmax = top if top > 0 else 1.0

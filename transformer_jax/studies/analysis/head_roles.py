@@ -31,9 +31,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from transformer_jax.studies.checks import Check, CheckResult, Section, judged
 from transformer_jax.studies.markdown import checks_table, markdown_table
 from transformer_jax.train import loop as train
 from transformer_jax.studies.analysis.restore import finished_run_dirs, restore_variant
+from transformer_jax.train.figures import file_pyplot
 
 PREVIOUS_TOKEN, INDUCTION = 0.5, 0.3  # role thresholds (Olsson et al. call 0.3+ prefix matching strong)
 ROLES = ("previous-token", "induction", "other")
@@ -136,22 +138,14 @@ def _probe_inputs(run: train.Run) -> tuple[dict, int, int, int]:
 
 # ---------------------------------------------------------------- the analysis
 
-@dataclasses.dataclass(frozen=True)
-class Check:
-    """One measurable statement the analysis prints as pass/fail (thresholds from the study)."""
-    text: str
-    variant: str
-    test: Callable[[HeadScores, HeadScores], bool]  # (trained, at init) of one seed -> holds?
-
-
-def make_analysis(checks: tuple[Check, ...] = ()) -> Callable[[Path, dict], str]:
+def make_analysis(checks: tuple[Check, ...] = ()) -> Callable[[Path, dict], Section]:
     """A `Study.analyses` entry: head roles of every finished run, with the study's checks."""
-    def head_roles(root: Path, runs: dict) -> str:
+    def head_roles(root: Path, runs: dict) -> Section:
         return analyse(Path(root), runs, checks)
     return head_roles
 
 
-def analyse(root: Path, runs: dict, checks: tuple[Check, ...] = ()) -> str:
+def analyse(root: Path, runs: dict, checks: tuple[Check, ...] = ()) -> Section:
     results = {}  # variant -> seed -> (trained, init)
     for variant, dirs in finished_run_dirs(root, runs).items():
         restored = restore_variant(dirs)
@@ -164,10 +158,10 @@ def analyse(root: Path, runs: dict, checks: tuple[Check, ...] = ()) -> str:
             results[variant][seed] = (score_heads(weights_fn, params, batch, low, high, period),
                                       score_heads(weights_fn, init, batch, low, high, period))
     if not results:
-        return "No finished runs to read head roles from.\n"
+        return Section("No finished runs to read head roles from.\n")
     _write_csv(results, root / CSV_FILE)
     plot_grid({v: s[min(s)][0] for v, s in results.items()}, root / PLOT_FILE)
-    return _markdown(results, checks)
+    return Section(_markdown(results, checks), judge(results, checks))
 
 
 def _write_csv(results, path: Path) -> None:
@@ -206,20 +200,22 @@ def _markdown(results, checks: tuple[Check, ...]) -> str:
              f"mean attended offset i − j. Roles: previous-token ≥ {PREVIOUS_TOKEN}, induction ≥ "
              f"{INDUCTION}. Every head: {CSV_FILE}.", "", table, ""]
     if checks:
-        lines += checks_table("check (thresholds from the study)", (
-            (c.text, [bool(c.test(s, init)) for s, init in results.get(c.variant, {}).values()])
-            for c in checks))
+        lines += checks_table("check (thresholds from the study)", judge(results, checks))
         lines.append("")
     lines += [f"![head roles]({PLOT_FILE})", ""]
     return "\n".join(lines)
 
 
+def judge(results, checks: tuple[Check, ...]) -> tuple[CheckResult, ...]:
+    """Each check on each finished seed's (trained, at init) scores."""
+    return tuple(judged(c, list(results.get(c.variant, {}).values())) for c in checks)
+
+
 def plot_grid(scores: Mapping[str, HeadScores], path: Path) -> None:
     """One panel per variant: a layers × heads grid, each cell coloured by role (blue previous-
     token, red induction, grey other), the intensity its score, the mean offset written in it."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.patches
+    plt = file_pyplot()
 
     cmaps = [plt.get_cmap(name) for name in ("Blues", "Reds", "Greys")]
     fig, axes = plt.subplots(1, len(scores), figsize=(2.2 + 1.6 * len(scores), 2.6), squeeze=False)

@@ -30,6 +30,7 @@ from transformer_jax.studies import plots
 from transformer_jax.studies.analysis.restore import Restored, finished_run_dirs, restore_variant
 from transformer_jax.train import loop as train
 from transformer_jax.train import steps
+from transformer_jax.train.figures import file_pyplot
 
 EVAL_SEED = 7_000_001  # examples per length: np.random.default_rng([EVAL_SEED, length])
 NUM_PER_LENGTH = 64  # per length: 64 x L tokens; the range means pool 8-16 lengths
@@ -130,10 +131,8 @@ def length_figure(results, train_len: int):
     """Token and whole-sequence accuracy against test length, one panel each: per variant the
     mean over seeds, shaded between the seeds' min and max, in the study figure's styles; the
     lengths past the longest training one shaded grey."""
-    import matplotlib
-    matplotlib.use("Agg")
     import matplotlib.lines
-    import matplotlib.pyplot as plt
+    plt = file_pyplot()
 
     styles = plots.variant_styles({v: {} for v in results})
     keys = ("accuracy", "seq_accuracy")

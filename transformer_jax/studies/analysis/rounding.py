@@ -23,19 +23,12 @@ from flax import nnx
 
 from transformer_jax.config import DenseMatmul, ModelConfig
 from transformer_jax.studies.analysis.restore import Restored, finished_run_dirs, restore_variant
+from transformer_jax.studies.checks import Check, CheckResult, Section, judged
 from transformer_jax.studies.markdown import checks_table, markdown_table
 from transformer_jax.train import steps
 from transformer_jax.train.init import init_model
 
 PAIRS = 8
-
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    """One statement the analysis prints as pass/fail per seed (thresholds from the study)."""
-    text: str
-    variant: str
-    test: Callable[[float], bool]  # the seed's median ratio rounding / batch -> holds?
 
 
 def gradient_function(cfg: ModelConfig, dense_matmul: DenseMatmul) -> Callable:
@@ -75,13 +68,13 @@ def measure(restored: Restored, pairs: int = PAIRS) -> np.ndarray:
 
 
 def make_analysis(checks: tuple[Check, ...] = (), pairs: int = PAIRS
-                  ) -> Callable[[Path, dict], str]:
+                  ) -> Callable[[Path, dict], Section]:
     """The analysis for `Study.analyses`: every variant's finished runs measured."""
-    def rounding_against_batch_noise(root: Path, runs: dict) -> str:
+    def rounding_against_batch_noise(root: Path, runs: dict) -> Section:
         results = {variant: (restored.seeds, measure(restored, pairs))
                    for variant, dirs in finished_run_dirs(Path(root), runs).items()
                    for restored in [restore_variant(dirs)]}
-        return markdown(results, checks, pairs)
+        return Section(markdown(results, checks, pairs), judge(results, checks))
     return rounding_against_batch_noise
 
 
@@ -101,10 +94,14 @@ def markdown(results: Mapping[str, tuple[tuple[int, ...], np.ndarray]],
              markdown_table(["variant", "seed", "rounding", "batch", "rounding / batch"], rows),
              ""]
     if checks:
-        ratios = {v: [float(np.median(p[:, 0] / p[:, 1])) for p in values]
-                  for v, (_, values) in results.items()}  # per seed
-        lines += checks_table("check (thresholds from the study)",
-                              ((c.text, [bool(c.test(r)) for r in ratios.get(c.variant, [])])
-                               for c in checks))
+        lines += checks_table("check (thresholds from the study)", judge(results, checks))
         lines.append("")
     return "\n".join(lines)
+
+
+def judge(results: Mapping[str, tuple[tuple[int, ...], np.ndarray]],
+          checks: tuple[Check, ...]) -> tuple[CheckResult, ...]:
+    """Each check on each finished seed's median ratio rounding / batch."""
+    ratios = {v: [float(np.median(p[:, 0] / p[:, 1])) for p in values]
+              for v, (_, values) in results.items()}  # per seed
+    return tuple(judged(c, [(r,) for r in ratios.get(c.variant, [])]) for c in checks)

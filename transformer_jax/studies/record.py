@@ -1,0 +1,138 @@
+"""A study's results as one record, verdict.json: what the report measured and judged, as
+data (numbers as numbers, at full precision), from which verdict.md, summary.md, the study's
+page, the results index, the README's headline and the terminal's summary are all rendered
+(`verdict_text`). Nothing reads the markdown back.
+
+Free-form markdown that probes and analyses write (their tables, figure links) is kept as a
+string and inserted verbatim; the checks an analysis judged are data beside it. A record
+converted from results that predate it holds its numbers as they were printed: its "precision"
+says so.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+from transformer_jax.studies import convergence
+from transformer_jax.studies.checks import Section
+from transformer_jax.studies.study import (Expectation, INTERVAL_METHOD, Judgement, Study,
+                                           Verdict, interval_of_mean)
+
+FILE = "verdict.json"
+FORMAT = 1
+FULL_PRECISION = "full"
+AS_PRINTED = "as printed"  # converted from a verdict.md: each number at its printed digits
+
+
+class RecordError(ValueError):
+    """A verdict.json that is missing or not as the report writes it."""
+
+
+def number(x: float) -> Optional[float]:
+    """x for JSON: None where it is nan or infinite (JSON has neither)."""
+    return float(x) if math.isfinite(x) else None
+
+
+def expectation_record(e: Expectation, j: Judgement) -> dict[str, Any]:
+    """One expectation as stated and as judged."""
+    return {
+        "text": e.text, "metric": e.metric, "comparison": e.comparison.value, "a": e.a,
+        "b": e.b, "higher_is_better": e.higher_is_better, "threshold": e.threshold,
+        "margin": e.margin, "at_step": e.at_step, "measure": e.measure.value,
+        "values": {v: [{"seed": s, "value": number(x), "diverged": s in j.diverged[v]}
+                       for s, x in xs.items()] for v, xs in j.values.items()},
+        "effect": number(j.effect),
+        "interval": {"low": number(j.low), "high": number(j.high), "paired": j.paired},
+        "verdict": j.verdict.value, "note": j.note}
+
+
+def counts(verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    """How many expectations held, failed, were inconclusive, and the overall words."""
+    held, failed = verdicts.count(Verdict.HOLDS), verdicts.count(Verdict.FAILS)
+    overall = ("is not judged" if not verdicts  # no expectations: nothing holds by default
+               else "holds" if held == len(verdicts) else "partly holds" if held
+               else "does not hold" if failed else "is inconclusive")
+    return {"held": held, "failed": failed, "inconclusive": verdicts.count(Verdict.INCONCLUSIVE),
+            "total": len(verdicts), "overall": overall}
+
+
+def metric_record(values: Sequence[float]) -> Optional[dict[str, Any]]:
+    """Mean, std and 95 % interval of the mean over the finite values (None: none)."""
+    finite = np.array([v for v in values if math.isfinite(v)])  # (seeds,)
+    if not len(finite):
+        return None
+    if len(finite) == 1:
+        return {"n": 1, "mean": float(finite[0]), "std": None, "low": None, "high": None}
+    low, high = interval_of_mean(finite)
+    return {"n": len(finite), "mean": float(np.mean(finite)), "std": float(np.std(finite)),
+            "low": float(low), "high": float(high)}
+
+
+def change_record(change: Optional[convergence.Change]) -> Optional[dict[str, Any]]:
+    if change is None:
+        return None
+    return {"change": float(change.change), "start": change.start, "end": change.end}
+
+
+def summary_record(study: Study, variants: Sequence[dict[str, Any]],
+                   judged_metrics: Sequence[str]) -> dict[str, Any]:
+    """The final-metrics table as data: `variants` one row each (variant_row)."""
+    return {"metrics": list(study.metrics), "judged_metrics": list(judged_metrics),
+            "speed_fraction": convergence.SPEED_FRACTION,
+            "flat_window": convergence.FLAT_WINDOW, "variants": list(variants)}
+
+
+def variant_row(name: str, overrides: Mapping[str, Any], diverged: int, runs: int,
+                metrics: Mapping[str, Optional[dict]], speed: Mapping[str, Optional[int]],
+                late: Mapping[str, Optional[dict]]) -> dict[str, Any]:
+    return {"variant": name, "overrides": {k: _json_value(v) for k, v in overrides.items()},
+            "diverged": diverged, "runs": runs, "metrics": dict(metrics), "speed": dict(speed),
+            "late_change": dict(late)}
+
+
+def _json_value(value: Any) -> Any:
+    """A config override as JSON holds it: itself if JSON has the type, else its text."""
+    return value if isinstance(value, (bool, int, float, str)) or value is None else str(value)
+
+
+def study_record(study: Study, expectations: Sequence[dict[str, Any]],
+                 verdicts: Sequence[Verdict], summary: dict[str, Any], steps: Sequence[int],
+                 probes: str, sections: Sequence[Section]) -> dict[str, Any]:
+    """The whole record of one study's report."""
+    return {"format": FORMAT, "study": study.name, "claim": study.claim,
+            "published": study.published, "seeds": list(study.seeds),
+            "budget": {"steps": sorted(set(steps))}, "interval_method": INTERVAL_METHOD,
+            "precision": FULL_PRECISION, "expectations": list(expectations),
+            "counts": counts(list(verdicts)), "summary": summary, "probes": probes,
+            "analyses": [s.to_json() for s in sections]}
+
+
+def write(path: Path, record: dict[str, Any]) -> Path:
+    # ensure_ascii=False: the claim's symbols (√, ·, ±) stay readable in the file;
+    # allow_nan=False: plain JSON, which has no nan (number() makes it null)
+    Path(path).write_text(json.dumps(record, indent=1, ensure_ascii=False, allow_nan=False)
+                          + "\n")
+    return Path(path)
+
+
+REQUIRED = ("study", "claim", "published", "seeds", "expectations", "counts", "summary",
+            "probes", "analyses", "interval_method")
+
+
+def read(path: Path) -> dict[str, Any]:
+    """The record at `path`; RecordError naming the file if it is missing or not a record."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise RecordError(f"{path}: missing; the sweep writes it with the study's report") from None
+    except ValueError as e:
+        raise RecordError(f"{path}: not JSON ({e})") from None
+    missing = [k for k in REQUIRED if not isinstance(record, dict) or k not in record]
+    if missing or record.get("format") != FORMAT:
+        raise RecordError(f"{path}: not a verdict record that the report wrote (format "
+                          f"{FORMAT}; missing {', '.join(missing) or 'nothing'})")
+    return record

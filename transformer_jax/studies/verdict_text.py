@@ -1,0 +1,195 @@
+"""Markdown rendered from a study's record (record.py): verdict.md, summary.md, and the pieces
+of them the results pages, the index and the terminal show. Pure functions of the record."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from transformer_jax.studies import convergence
+from transformer_jax.studies.checks import PASS, CheckResult, Section
+from transformer_jax.studies.study import RATES, Comparison, Measure
+
+VERDICT_HEADER = ["expected", "per-seed values", "effect", "95 % interval", "threshold", "verdict"]
+PROBES_TITLE, ANALYSIS_TITLE = "## Step-0 probes (no training)", "## Analysis"
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def expectation_cells(row: dict[str, Any], flat_window: float = convergence.FLAT_WINDOW
+                      ) -> list[str]:
+    """One row of verdict.md: expected, per-seed values, effect, interval, threshold, verdict
+    (a late gain is over the run's last `flat_window` of steps: the record's summary says)."""
+    comparison = Comparison(row["comparison"])
+    effect, threshold, number = _effect_and_threshold(row, comparison)
+    if row["at_step"] is not None:
+        effect += f", at step {row['at_step']}"
+    if Measure(row["measure"]) is Measure.LATE_GAIN:
+        effect += f", gain over the last {round(100 * flat_window)} % of steps"
+    low, high = row["interval"]["low"], row["interval"]["high"]
+    interval = "unmeasured" if low is None or high is None else \
+        f"[{number(low)}, {number(high)}]" + (
+            "" if row["interval"]["paired"] or row["b"] is None else " unpaired")
+    return [row["text"], per_seed_cell(row), effect, interval, threshold, verdict_words(row)]
+
+
+def verdict_words(row: dict[str, Any]) -> str:
+    """'holds', or 'inconclusive: ≈ 7 seeds would settle it ...' (with the note)."""
+    return row["verdict"] + (f": {row['note']}" if row["note"] else "")
+
+
+def _effect_and_threshold(row: dict[str, Any], comparison: Comparison):
+    """(effect cell, threshold cell, the number format of both) of an expectation's row."""
+    a, b, effect, margin = row["a"], row["b"], _nan(row["effect"]), row["margin"]
+    if comparison in RATES:
+        number = lambda x: f"{x:.1%}"  # noqa: E731
+        runs = len(row["values"][a])
+        side = "<" if row["higher_is_better"] else ">"
+        text = (f"{number(effect)} ({round(effect * runs)}/{runs} runs of {a} fail: "
+                f"diverged or {side} {row['threshold']:.4g})")
+        at = "≥ " if comparison is Comparison.FAIL_RATE_AT_LEAST else "≤ "
+        return text, at + number(margin), number
+    if comparison is Comparison.WITHIN:
+        number = lambda x: f"{x:+.1%}"  # noqa: E731
+        return f"{number(effect)} ({a} vs {b})", f"within ±{margin:.1%}", number
+    number = lambda x: f"{x:.4g}"  # noqa: E731
+    if comparison is Comparison.AT_MOST:
+        return f"{number(effect)} (mean of {a})", f"≤ {number(margin)}", number
+    order = f"{a} − {b}" if row["higher_is_better"] else f"{b} − {a}, lower is better"
+    return f"{number(effect)} ({order})", f"≥ {number(margin)}", number
+
+
+def _nan(x: Optional[float]) -> float:
+    return float("nan") if x is None else x
+
+
+def per_seed_cell(row: dict[str, Any]) -> str:
+    """'a: 0.91, 0.9, diverged→0.2 · b: ...' in seed order (a failure rate: 'diverged')."""
+    def cell(v: dict[str, Any]) -> str:
+        if not v["diverged"]:
+            return f"{_nan(v['value']):.4g}"
+        return "diverged" if v["value"] is None else f"diverged→{v['value']:.4g}"
+    return " · ".join(f"{variant}: " + ", ".join(cell(v) for v in values)
+                      for variant, values in row["values"].items())
+
+
+def expectations_table(record: dict[str, Any], drop_per_seed: bool = False) -> list[str]:
+    header = list(VERDICT_HEADER)
+    window = record["summary"]["flat_window"]
+    rows = [expectation_cells(row, window) for row in record["expectations"]]
+    if drop_per_seed:  # report.md: the table without the per-seed values
+        at = header.index("per-seed values")
+        header, rows = header[:at] + header[at + 1:], [r[:at] + r[at + 1:] for r in rows]
+    return table(header, rows)
+
+
+def overall_line(record: dict[str, Any]) -> str:
+    c = record["counts"]
+    return (f"**Verdict: the claim {c['overall']} on this run** ({c['held']} hold, "
+            f"{c['failed']} do not hold, {c['inconclusive']} inconclusive of {c['total']} "
+            f"expectations; seeds {record['seeds']}).")
+
+
+def notes(record: dict[str, Any]) -> str:
+    return (f"Effect: a − b (sign so that > 0 is better), the relative gap (a − b)/|b|, the "
+            f"mean of a, or the fraction of a's runs that fail. Intervals: "
+            f"{record['interval_method']}; with 3 seeds a t interval reaches 2.5 per-seed "
+            f"standard deviations either side of the mean. A diverged run counts as the "
+            f"expectation's `worst` if it sets one; else as the study's finished value least "
+            f"favourable to the expectation, and a verdict that its value would change is "
+            f"inconclusive. A failure rate counts a diverged run as failed.")
+
+
+def sections(record: dict[str, Any]) -> list[str]:
+    """The probes' and the analyses' markdown, each under its heading (none: [])."""
+    lines = []
+    if record["probes"]:
+        lines += [PROBES_TITLE, "", record["probes"], ""]
+    analysis = "\n\n".join(s["markdown"] for s in record["analyses"])
+    if analysis:
+        lines += [ANALYSIS_TITLE, "", analysis, ""]
+    return lines
+
+
+def verdict_markdown(record: dict[str, Any], curves: str = "curves.png") -> str:
+    """verdict.md, its curves figure at `curves` (a file beside it)."""
+    lines = [f"# {record['study']}", "", f"**Claim.** {record['claim']}", "",
+             f"**Published.** {record['published']}", "", *expectations_table(record), "",
+             overall_line(record), "", notes(record), "", f"![curves]({curves})", ""]
+    return "\n".join(lines + sections(record))
+
+
+def checks(record: dict[str, Any]) -> list[CheckResult]:
+    return [c for s in record["analyses"] for c in Section.from_json(s).checks]
+
+
+def verdict_cell(record: dict[str, Any]) -> str:
+    """'partly holds: 2 of 5 hold, 3 inconclusive' (a table cell); a study without
+    expectations: how many of its analyses' checks pass."""
+    c = record["counts"]
+    if not c["total"]:  # its findings are its analyses' checks: count those
+        found = checks(record)
+        passed = sum(check.verdict == PASS for check in found)
+        return (f"not judged (no expectations); its analyses' checks: {passed} of "
+                f"{len(found)} pass")
+    failed = f", {c['failed']} {'does' if c['failed'] == 1 else 'do'} not" \
+        if c["failed"] else ""
+    extra = failed + (f", {c['inconclusive']} inconclusive" if c["inconclusive"] else "")
+    overall = c["overall"].removeprefix("is ")  # 'the claim is inconclusive'
+    return f"{overall}: {c['held']} of {c['total']} hold{extra}"
+
+
+def summary_over(record: dict[str, Any]) -> str:
+    """What the final metrics are over."""
+    return (f"mean ± std [95 % interval] over seeds {record['seeds']}, diverged runs left out")
+
+
+def metric_cell(m: Optional[dict[str, Any]]) -> str:
+    """'mean ± std [95 % interval of the mean]' over the finite values."""
+    if m is None:
+        return "—"
+    if m["n"] == 1:
+        return f"{m['mean']:.4g}"
+    return f"{m['mean']:.4g} ± {m['std']:.2g} [{m['low']:.4g}, {m['high']:.4g}]"
+
+
+def summary_table(record: dict[str, Any]) -> list[str]:
+    s = record["summary"]
+    percent, window = round(100 * s["speed_fraction"]), round(100 * s["flat_window"])
+    judged = s["judged_metrics"]
+    header = (["variant", "overrides", "diverged"] + s["metrics"]
+              + [f"{m}: step at {percent} % of best" for m in judged]
+              + [f"{m}: change over the last {window} % of steps" for m in judged])
+    rows = []
+    for v in s["variants"]:
+        late = [v["late_change"][m] for m in judged]
+        rows.append([v["variant"], ", ".join(f"{k}={x}" for k, x in
+                                             v["overrides"].items()) or "(base)",
+                     f"{v['diverged']}/{v['runs']}",
+                     *(metric_cell(v["metrics"][m]) for m in s["metrics"]),
+                     *("never" if v["speed"][m] is None else str(v["speed"][m]) for m in judged),
+                     *("—" if c is None else f"{c['change']:+.3g} ({c['start']}→{c['end']})"
+                       for c in late)])
+    return table(header, rows)
+
+
+def intervals_line(record: dict[str, Any]) -> str:
+    s = record["summary"]
+    percent, window = round(100 * s["speed_fraction"]), round(100 * s["flat_window"])
+    return (f"Intervals: {record['interval_method']}. Steps at {percent} % of best: the first "
+            f"evaluation at which the variant's mean curve over its finished seeds reached "
+            f"{percent} % of the best variant's final mean (for a lower-is-better metric, the "
+            f"best divided by {s['speed_fraction']}); 'never': not within the run. "
+            f"Change over the last {window} % of steps: the mean curve's last value minus its "
+            f"value at the last evaluation at or before {100 - window} % of the run (steps in "
+            f"brackets): near 0, the variant had flattened at this budget; far from 0, its "
+            f"final value still measures how fast it learns as well as how far.")
+
+
+def summary_markdown(record: dict[str, Any]) -> str:
+    lines = [f"# {record['study']}: final metrics ({summary_over(record)})", "",
+             *summary_table(record), "", intervals_line(record),
+             "Per seed: summary.csv. Curves: curves.png and `tensorboard --logdir` on this "
+             "directory."]
+    return "\n".join(lines) + "\n"
