@@ -102,13 +102,12 @@ def test_multi_step_trains_exactly_like_single_steps():
     import numpy as np
 
     from conftest import tiny_config
-    from transformer_jax.train import steps
-    from transformer_jax.train import loop as train
+    from transformer_jax.train import init, steps
     from transformer_jax.config import TrainConfig
 
     model = tiny_config(num_outputs=13)
     tcfg = TrainConfig(num_steps=20, batch_size=4, warmup_steps=2)
-    graphdef, params = train.init_model(model, 0)
+    graphdef, params = init.init_model(model, 0)
     tx, schedule = steps.make_optimizer(tcfg)
     step_fn = steps.make_train_step(graphdef, model, tx, schedule)
     rng = np.random.default_rng(0)
@@ -177,13 +176,12 @@ def test_microbatches_make_the_update_of_one_batch():
     import numpy as np
 
     from conftest import tiny_config
-    from transformer_jax.train import steps
-    from transformer_jax.train import loop as train
+    from transformer_jax.train import init, steps
     from transformer_jax.config import TrainConfig
 
     model = tiny_config(num_outputs=13)
     tcfg = TrainConfig(num_steps=20, batch_size=6, warmup_steps=2)
-    graphdef, params = train.init_model(model, 0)
+    graphdef, params = init.init_model(model, 0)
     tx, schedule = steps.make_optimizer(tcfg)
     rng = np.random.default_rng(1)
     batches = []

@@ -1,6 +1,6 @@
 """The benchmark's model/run configurations and how to build our train state for them.
 
-Everything goes through the project's own code path: `data.make_dataset`, `train.init_model`,
+Everything goes through the project's own code path: `data.make_dataset`, `init.init_model`,
 `steps.make_optimizer`, `steps.make_train_step`, as `train.train_and_evaluate` runs them.
 """
 from __future__ import annotations
@@ -14,8 +14,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from transformer_jax import data as data_lib
-from transformer_jax.train import steps
-from transformer_jax.train import loop as train
+from transformer_jax.train import init, steps
 from transformer_jax.config import ModelConfig, TrainConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -91,7 +90,7 @@ class Ours:
 
     @classmethod
     def build(cls, model: ModelConfig, tcfg: TrainConfig, seed: int = 0) -> "Ours":
-        graphdef, params = train.init_model(model, seed)
+        graphdef, params = init.init_model(model, seed)
         tx, schedule = steps.make_optimizer(tcfg)
         state = {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
         train_step = steps.make_train_step(graphdef, model, tx, schedule,
