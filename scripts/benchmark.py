@@ -80,11 +80,10 @@ def main(argv=None) -> int:
     parser.add_argument("--text_path", default=os.path.join(REPO, "..", "shared", "data",
                                                             "tinyshakespeare.txt"))
     parser.add_argument("--data_dir", default="", help="TFDS data dir ('' = the project default)")
-    from bench import setups
-    lm_train = setups.lm_train()
-    parser.add_argument("--steps_per_call", type=int, default=lm_train.steps_per_call,
-                        help="also race our step scanned k times per call (1 = skip)")
-    parser.add_argument("--microbatches", type=int, default=lm_train.microbatches,
+    parser.add_argument("--steps_per_call", type=int, default=None,
+                        help="also race our step scanned k times per call (1 = skip; default: "
+                             "configs/lm.py's train.steps_per_call)")
+    parser.add_argument("--microbatches", type=int, default=None,
                         help="our step's train.microbatches (default: configs/lm.py's)")
     parser.add_argument("--seeds", type=int, default=8, help="seeds for the vmap measurement")
     parser.add_argument("--torch_1_thread", type=int, default=1,
@@ -121,17 +120,20 @@ def main(argv=None) -> int:
 
     import jax
     jax.config.update("jax_enable_compilation_cache", False)  # compile times must be real
-    from bench import measure
+    from bench import measure, setups
 
-    run = setups.CharLM(microbatches=args.microbatches)
+    run = setups.CharLM()
+    if args.microbatches is not None:
+        run = run.override({"train.microbatches": args.microbatches})
     mid = measure.Midsize()
     seeds_steps, peak_n, chunk, compile_repeats, deep = 100, 2048, 100, 2, 24
     if args.quick:
-        run, mid = dataclasses.replace(run, num_steps=200), dataclasses.replace(mid, steps=2)
+        run, mid = run.override({"train.num_steps": 200}), dataclasses.replace(mid, steps=2)
         seeds_steps = 40
     if args.smoke:
-        run = dataclasses.replace(run, num_steps=30, d_model=32, num_heads=2, num_layers=2,
-                                  d_ff=64, seq_len=16, warmup_steps=5, eval_windows=24)
+        run = run.override({"model.d_model": 32, "model.num_heads": 2, "model.num_layers": 2,
+                            "model.d_ff": 64, "data.seq_len": 16, "data.num_eval": 24,
+                            "train.num_steps": 30, "train.warmup_steps": 5})
         mid = measure.Midsize(num_layers=2, d_model=32, num_heads=2, d_ff=64, seq_len=32,
                               batch_size=4, steps=2)
         # the compile section's deep stack: 4 layers (the JSON keys say so), not 24
@@ -140,8 +142,9 @@ def main(argv=None) -> int:
     if args.ops:
         return _ops(args.ops, run, mid, args.text_path, args.data_dir,
                     steps=2 if args.smoke else 5, trace_dir=args.trace_dir, out=args.out)
-    k = max(1, args.steps_per_call)
-    if (run.num_steps - k) % k:
+    config = run.config  # configs/lm.py's, with the settings above
+    k = max(1, config.train.steps_per_call if args.steps_per_call is None else args.steps_per_call)
+    if (config.train.num_steps - k) % k:
         k = 1
     t_start = time.perf_counter()
     load0 = os.getloadavg()
@@ -155,9 +158,10 @@ def main(argv=None) -> int:
             ("peak = max", f"{peak['peak_gflops']:.1f} GFLOP/s"),
             ("peak RSS", f"{mem.peak_mb:.0f} MB")])
 
-    _section(f"charlm: {run.num_layers}x(d={run.d_model}, h={run.num_heads}, ff={run.d_ff}), "
-             f"T={run.seq_len}, B={run.batch_size}, {run.num_steps} steps, alternating chunks "
-             f"of {chunk}")
+    model, train = config.model, config.train
+    _section(f"charlm: {model.num_layers}x(d={model.d_model}, h={model.num_heads}, "
+             f"ff={model.d_ff}), T={config.data.seq_len}, B={train.batch_size}, "
+             f"{train.num_steps} steps, alternating chunks of {chunk}")
     with measure.PeakRSS() as mem:
         lm = measure.charlm(args.text_path, run, chunk=chunk, steps_per_call=k,
                             torch_1_thread=bool(args.torch_1_thread), data_dir=args.data_dir,
@@ -176,9 +180,10 @@ def main(argv=None) -> int:
           f"ours-torch over the first 100 steps {lm['max_train_loss_gap_first_100']:.2e}")
     results["charlm_rss_mb"] = mem.peak_mb
 
-    _section(f"compile time of the train step (d={run.d_model}), 2 vs {deep} layers (scanned)")
-    ds = setups.text_dataset(args.text_path, run.seq_len, run.eval_windows, data_dir=args.data_dir)
-    batch = ds.train_batch(0, run.batch_size, "decoder")
+    _section(f"compile time of the train step (d={model.d_model}), 2 vs {deep} layers (scanned)")
+    ds = setups.text_dataset(args.text_path, config.data.seq_len, config.data.num_eval,
+                             data_dir=args.data_dir)
+    batch = ds.train_batch(0, train.batch_size, "decoder")
     with measure.PeakRSS() as mem:
         comp = {n: measure.compile_time(n, run, ds.vocab_size, batch, compile_repeats) for n in (2, deep)}
     _rows([("layers", "trace+lower s", "compile s", "total s")] +
@@ -278,9 +283,12 @@ def _ops(name: str, run, mid, text_path: str, data_dir: str, steps: int, trace_d
     from bench import measure, op_profile, setups
 
     if name == "charlm":
-        ds = setups.text_dataset(text_path, run.seq_len, 16, data_dir=data_dir)
-        ours = setups.Ours.build(*setups.charlm_configs(run, ds.vocab_size))
-        title = f"{run.num_layers}x(d={run.d_model}, h={run.num_heads}), T={run.seq_len}, B={run.batch_size}"
+        config = run.config
+        ds = setups.text_dataset(text_path, config.data.seq_len, 16, data_dir=data_dir)
+        ours = setups.Ours.build(*run.configs(ds.vocab_size))
+        title = (f"{config.model.num_layers}x(d={config.model.d_model}, "
+                 f"h={config.model.num_heads}), T={config.data.seq_len}, "
+                 f"B={config.train.batch_size}")
     else:
         ds, ours = measure.midsize_setup(text_path, mid, data_dir)
         title = f"{mid.num_layers}x(d={mid.d_model}, h={mid.num_heads}), T={mid.seq_len}, B={mid.batch_size}"

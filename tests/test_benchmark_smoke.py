@@ -259,3 +259,28 @@ def test_first_step_times_the_stages_cold_then_warm(shakespeare_file):
         assert run["first call: trace"] > 0 and run["first call: compile"] > 0, run
         assert run["peak MiB, imports"] <= run["peak MiB, init"] <= run["peak MiB, first call"]
     assert cold["cache hits"] == 0 and warm["cache hits"] > 0, (cold, warm)
+
+
+def test_the_race_is_configs_lm_but_for_its_eval_windows():
+    """The charlm race builds configs/lm.py's model and training (no copy of their values in
+    the benchmark): the one setting it changes is how many held-out windows it scores; sizes
+    change fields of that config, and a field it lacks is an error, not a new field."""
+    import dataclasses
+
+    import pytest
+
+    from bench import setups
+    from transformer_jax.studies.loading import load_config
+
+    lm = load_config(REPO / "configs" / "lm.py").to_dict()
+    race = setups.CharLM().config.to_dict()
+    assert race["data"].pop("num_eval") == 200 and lm["data"].pop("num_eval") == 0
+    assert race == lm
+    model, train = setups.CharLM().configs(vocab_size=65)
+    assert (model.d_model, model.num_layers, train.batch_size, train.microbatches) == (
+        lm["model"]["d_model"], lm["model"]["num_layers"], lm["train"]["batch_size"],
+        lm["train"]["microbatches"])
+    deep, _ = setups.CharLM().override({"model.num_layers": 24}).configs(vocab_size=65)
+    assert deep == dataclasses.replace(model, num_layers=24)
+    with pytest.raises(KeyError, match="width"):
+        setups.CharLM().override({"model.width": 3}).config
