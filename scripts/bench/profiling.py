@@ -16,8 +16,8 @@ step the workers ran, on the same batches) are bitwise that program's. An option
 your CPU and keeps the arithmetic can be set by exporting XLA_FLAGS; one that changes it would
 change the committed studies' results.
 
-    python scripts/benchmark.py --profile [--profile_rounds 6 --profile_chunk 50]
-    python scripts/benchmark.py --profile --profile_variants xla_vector_512,xla_no_ynn
+    python scripts/benchmark.py profile [--rounds 6 --chunk 50]
+    python scripts/benchmark.py profile --variants xla_vector_512,xla_no_ynn
 """
 from __future__ import annotations
 
