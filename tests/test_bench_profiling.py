@@ -1,4 +1,4 @@
-"""`scripts/benchmark.py --profile`'s driver logic (scripts/bench/profiling.py): which workers
+"""`scripts/benchmark.py profile`'s driver logic (scripts/bench/profiling.py): which workers
 run together, the XLA_FLAGS and model settings each gets, and how an option is judged against
 its program without it (speed in the same rounds; arithmetic by a digest of the parameters)."""
 from __future__ import annotations
@@ -116,10 +116,10 @@ def test_a_chunk_the_calls_do_not_divide_is_a_one_line_error(chunk):
     starts, naming the value and what would do."""
     import subprocess
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "benchmark.py"), "--profile", "--profile_variants",
-         "scan_10,scan_50", "--profile_chunk", chunk, "--text_path", str(REPO / "README.md")],
+        [sys.executable, str(REPO / "scripts" / "benchmark.py"), "profile", "--variants",
+         "scan_10,scan_50", "--chunk", chunk, "--text_path", str(REPO / "README.md")],
         capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"error: --profile_chunk {chunk} is not a positive multiple of the steps per call of "
+        f"error: --chunk {chunk} is not a positive multiple of the steps per call of "
         f"{['scan_10', 'scan_50'] if chunk == '0' else ['scan_50']}: use a multiple of 50"]

@@ -1,4 +1,4 @@
-"""`scripts/benchmark.py --smoke` runs end to end and ends with its JSON line (speed not asserted)."""
+"""`scripts/benchmark.py suite --smoke` runs end to end and ends with its JSON line (speed not asserted)."""
 from __future__ import annotations
 
 import json
@@ -17,19 +17,20 @@ KEYS = ("charlm_wall_ratio_vs_torch", "charlm_val_loss", "charlm_torch_val_loss"
         "compile_ratio_4_vs_2", "matmul_peak_gflops", "seeds_vmap_ratio_vs_sequential",
         "charlm_wall_ratio_worst_chunk", "midsize_mfu_vs_xla_dot")
 GEMM_TEST = "test_gemm_table_and_json_for_each_backend"
-GEMM = [sys.executable, BENCHMARK, "--gemm", "--smoke", "--gemm_backends", "xla,eigen"]
+GEMM = [sys.executable, BENCHMARK, "gemm", "--smoke", "--backends", "xla,eigen"]
 # The commands of this module's tests run from the start of the session, while other tests run
 # (helpers_train.BackgroundRuns); each test then judges its command's outcome.
 BACKGROUND = {
     "benchmark_smoke": (("test_smoke_run_prints_tables_and_a_json_line",), lambda paths: (
-        [sys.executable, BENCHMARK, "--smoke", "--text_path", paths.shakespeare,
+        [sys.executable, BENCHMARK, "suite", "--smoke", "--text_path", paths.shakespeare,
          "--data_dir", paths.data_dir], TIMEOUT_S)),
     "benchmark_profile": (("test_profile_races_a_variant_against_the_trainer",), lambda paths: (
-        [sys.executable, BENCHMARK, "--profile", "--profile_variants", "scan_10_mb1,xla_vector_512",
-         "--profile_rounds", "1", "--profile_chunk", "10", "--text_path", paths.shakespeare,
+        [sys.executable, BENCHMARK, "profile", "--variants", "scan_10_mb1,xla_vector_512",
+         "--rounds", "1", "--chunk", "10", "--text_path", paths.shakespeare,
          "--data_dir", paths.data_dir], TIMEOUT_S)),
     "benchmark_missing_text": (("test_missing_text_is_a_one_line_error",), lambda paths: (
-        [sys.executable, BENCHMARK, "--smoke", "--text_path", paths.tmp / "missing.txt"], 60)),
+        [sys.executable, BENCHMARK, "suite", "--smoke", "--text_path", paths.tmp / "missing.txt"],
+        60)),
     "benchmark_gemm": ((GEMM_TEST,), lambda paths: (GEMM, TIMEOUT_S)),
     "first_step": (("test_first_step_times_the_stages_cold_then_warm",), lambda paths: (
         [sys.executable, str(REPO / "scripts" / "first_step.py"), "--runs", "2",
@@ -39,7 +40,7 @@ BACKGROUND = {
 
 
 def test_smoke_run_prints_tables_and_a_json_line(shakespeare_file):
-    proc = BACKGROUND_RUNS.result("benchmark_smoke")  # --smoke (shakespeare_file: it exists)
+    proc = BACKGROUND_RUNS.result("benchmark_smoke")  # suite --smoke (shakespeare_file: it exists)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     for title in ("== matmul peak", "== charlm", "== compile time", "== midsize", "seeds"):
@@ -53,7 +54,7 @@ def test_smoke_run_prints_tables_and_a_json_line(shakespeare_file):
 
 
 def test_profile_races_a_variant_against_the_trainer(shakespeare_file):
-    """`--profile`: a worker per variant (here 10 steps per call with one microbatch,
+    """`profile`: a worker per variant (here 10 steps per call with one microbatch,
     `scan_10_mb1`, and an XLA option, which brings its reference `scan_10`), measured in turns
     against the trainer's loop (~25 s)."""
     proc = BACKGROUND_RUNS.result("benchmark_profile")
@@ -102,13 +103,12 @@ def test_multi_step_trains_exactly_like_single_steps():
     import numpy as np
 
     from conftest import tiny_config
-    from transformer_jax.train import steps
-    from transformer_jax.train import loop as train
+    from transformer_jax.train import init, steps
     from transformer_jax.config import TrainConfig
 
     model = tiny_config(num_outputs=13)
     tcfg = TrainConfig(num_steps=20, batch_size=4, warmup_steps=2)
-    graphdef, params = train.init_model(model, 0)
+    graphdef, params = init.init_model(model, 0)
     tx, schedule = steps.make_optimizer(tcfg)
     step_fn = steps.make_train_step(graphdef, model, tx, schedule)
     rng = np.random.default_rng(0)
@@ -177,13 +177,12 @@ def test_microbatches_make_the_update_of_one_batch():
     import numpy as np
 
     from conftest import tiny_config
-    from transformer_jax.train import steps
-    from transformer_jax.train import loop as train
+    from transformer_jax.train import init, steps
     from transformer_jax.config import TrainConfig
 
     model = tiny_config(num_outputs=13)
     tcfg = TrainConfig(num_steps=20, batch_size=6, warmup_steps=2)
-    graphdef, params = train.init_model(model, 0)
+    graphdef, params = init.init_model(model, 0)
     tx, schedule = steps.make_optimizer(tcfg)
     rng = np.random.default_rng(1)
     batches = []
@@ -241,7 +240,7 @@ def test_gemm_table_and_json_for_each_backend():
 
     bad = BACKGROUND_RUNS.result("benchmark_gemm_bad_backend")  # GEMM with xla,mkl
     assert bad.returncode == 2
-    assert bad.stderr.strip() == ("error: --gemm_backends 'xla,mkl': unknown ['mkl']; valid: "
+    assert bad.stderr.strip() == ("error: --backends 'xla,mkl': unknown ['mkl']; valid: "
                                   "xla, eigen, onednn, xnnpack")
 
 
@@ -261,3 +260,51 @@ def test_first_step_times_the_stages_cold_then_warm(shakespeare_file):
         assert run["first call: trace"] > 0 and run["first call: compile"] > 0, run
         assert run["peak MiB, imports"] <= run["peak MiB, init"] <= run["peak MiB, first call"]
     assert cold["cache hits"] == 0 and warm["cache hits"] > 0, (cold, warm)
+
+
+def test_old_flag_spellings_become_sub_commands():
+    """Commits, docstrings and records cite the modes as flags (`--profile`, `--ops NAME`):
+    they still parse, into the sub-command and its options."""
+    import benchmark
+
+    assert benchmark.old_spelling([]) == ["suite"]
+    assert benchmark.old_spelling(["--smoke", "--text_path", "t.txt"]) == [
+        "suite", "--smoke", "--text_path", "t.txt"]
+    assert benchmark.old_spelling(["--smoke", "--ops", "charlm", "--trace_dir", "d"]) == [
+        "ops", "charlm", "--smoke", "--trace_dir", "d"]
+    assert benchmark.old_spelling(["--ops=midsize"]) == ["ops", "midsize"]
+    assert benchmark.old_spelling(["--profile", "--profile_chunk", "10",
+                                   "--profile_variants=scan_10"]) == [
+        "profile", "--chunk", "10", "--variants=scan_10"]
+    assert benchmark.old_spelling(["--gemm", "--gemm_backends", "xla"]) == [
+        "gemm", "--backends", "xla"]
+    new = ["profile", "--chunk", "10"]
+    assert benchmark.old_spelling(new) == new  # the new spelling passes as it is
+    args = benchmark._parser().parse_args(benchmark.old_spelling(["--profile", "--profile_rounds",
+                                                                  "2"]))
+    assert args.mode is benchmark._profile and args.rounds == 2 and args.chunk == 50
+
+
+def test_the_race_is_configs_lm_but_for_its_eval_windows():
+    """The charlm race builds configs/lm.py's model and training (no copy of their values in
+    the benchmark): the one setting it changes is how many held-out windows it scores; sizes
+    change fields of that config, and a field it lacks is an error, not a new field."""
+    import dataclasses
+
+    import pytest
+
+    from bench import setups
+    from transformer_jax.studies.loading import load_config
+
+    lm = load_config(REPO / "configs" / "lm.py").to_dict()
+    race = setups.CharLM().config.to_dict()
+    assert race["data"].pop("num_eval") == 200 and lm["data"].pop("num_eval") == 0
+    assert race == lm
+    model, train = setups.CharLM().configs(vocab_size=65)
+    assert (model.d_model, model.num_layers, train.batch_size, train.microbatches) == (
+        lm["model"]["d_model"], lm["model"]["num_layers"], lm["train"]["batch_size"],
+        lm["train"]["microbatches"])
+    deep, _ = setups.CharLM().override({"model.num_layers": 24}).configs(vocab_size=65)
+    assert deep == dataclasses.replace(model, num_layers=24)
+    with pytest.raises(KeyError, match="width"):
+        setups.CharLM().override({"model.width": 3}).config

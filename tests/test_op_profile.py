@@ -16,7 +16,7 @@ from helpers_train import BACKGROUND_RUNS
 REPO = Path(__file__).resolve().parents[1]
 # Run from the start of the session, while other tests run (helpers_train.BackgroundRuns).
 BACKGROUND = {"ops_smoke": (("test_ops_smoke_prints_a_kernel_table",), lambda paths: (
-    [sys.executable, str(REPO / "scripts" / "benchmark.py"), "--smoke", "--ops", "charlm",
+    [sys.executable, str(REPO / "scripts" / "benchmark.py"), "ops", "charlm", "--smoke",
      "--text_path", paths.shakespeare, "--data_dir", paths.data_dir,
      "--trace_dir", paths.tmp / "ops_trace"], 170))}
 

@@ -1,5 +1,5 @@
 """Matmul throughput on the models' own shapes: XLA:CPU's dot, through each backend its flags can
-select, against PyTorch's `mm` and NumPy's BLAS (`scripts/benchmark.py --gemm`).
+select, against PyTorch's `mm` and NumPy's BLAS (`scripts/benchmark.py gemm`).
 
 Why: the two goals of the performance issue that are not met (the char LM ≤ 0.8× PyTorch's
 wall time; mid-size model FLOP/s ≥ 0.6× the best measured matmul peak) are bounded by how fast
@@ -199,7 +199,7 @@ def _main(argv: list[str]) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     if not args.worker:
-        parser.error("run it through scripts/benchmark.py --gemm")
+        parser.error("run it through scripts/benchmark.py gemm")
     print(json.dumps(worker(SMOKE_SHAPES if args.smoke else SHAPES, args.repeats)))
     return 0
 

@@ -211,36 +211,54 @@ def charlm(text_path: str, run: setups.CharLM = setups.CharLM(), *, chunk: int =
 
     torch_1_thread adds the reference on one thread: on a loaded machine two OpenMP threads
     can be much slower than one (a descheduled thread stalls the other at every barrier)."""
-    ds = setups.text_dataset(text_path, run.seq_len, run.eval_windows, seed=run.seed,
-                             data_dir=data_dir)
-    model, tcfg = setups.charlm_configs(run, ds.vocab_size)
-    rng = jax.random.key(run.seed + 1)
-    contenders: dict[str, Any] = {}
-    compile_s: dict[str, float] = {}
-    ours = setups.Ours.build(model, tcfg, seed=run.seed)
-    params0 = jax.device_get(ours.state["params"])  # before the first (donating) step
-    contenders["ours"] = OursRunner(ours, ds, run.batch_size, rng)
-    if steps_per_call > 1:
-        twin = setups.Ours.build(model, tcfg, seed=run.seed)
-        contenders[f"ours_{steps_per_call}_per_call"] = OursRunner(twin, ds, run.batch_size, rng,
-                                                                   steps_per_call)
-    contenders["torch"] = TorchRunner(params0, model, tcfg, ds, run.batch_size, torch_threads)
-    if torch_1_thread:
-        contenders["torch_1_thread"] = TorchRunner(params0, model, tcfg, ds, run.batch_size, 1)
-
+    built = run.build(text_path, data_dir)
+    contenders = _charlm_contenders(built, steps_per_call, torch_threads, torch_1_thread)
     # Compiling happens in the first call, outside the timed loop: every contender runs steps
     # [0, first) untimed (first = k, the steps of one multi-step call), then the same timed steps.
     first = max(steps_per_call, 1)
+    compile_s = {}
     for name, c in contenders.items():
         t = time.perf_counter()
         c.run(0, first)
         compile_s[name] = time.perf_counter() - t
+    clocks, step = _alternate(contenders, first, chunk, built.train.num_steps, log)
+    eval_batches = list(built.dataset.eval_batches(built.train.batch_size, "decoder"))
+    out: dict[str, Any] = {"timed_steps": step - first, "steps": step,
+                           "eval_windows": built.dataset.num_eval_windows,
+                           "contenders": _charlm_rows(contenders, clocks, compile_s,
+                                                      step - first, eval_batches)}
+    ours_losses, torch_losses = (np.asarray(contenders[n].losses[:100]) for n in ("ours", "torch"))
+    out["max_train_loss_gap_first_100"] = float(np.max(np.abs(ours_losses - torch_losses)))
+    return out
+
+
+def _charlm_contenders(built, steps_per_call: int, torch_threads: int, torch_1_thread: bool
+                       ) -> dict[str, Any]:
+    """Our trainer's loop (and k steps per call) and PyTorch, from the same initial weights."""
+    ds, model, tcfg, batch_size = built.dataset, built.model, built.train, built.train.batch_size
+    rng = jax.random.key(built.seed + 1)
+    ours = setups.Ours.build(model, tcfg, seed=built.seed)
+    params0 = jax.device_get(ours.state["params"])  # before the first (donating) step
+    contenders: dict[str, Any] = {"ours": OursRunner(ours, ds, batch_size, rng)}
+    if steps_per_call > 1:
+        twin = setups.Ours.build(model, tcfg, seed=built.seed)
+        contenders[f"ours_{steps_per_call}_per_call"] = OursRunner(twin, ds, batch_size, rng,
+                                                                   steps_per_call)
+    contenders["torch"] = TorchRunner(params0, model, tcfg, ds, batch_size, torch_threads)
+    if torch_1_thread:
+        contenders["torch_1_thread"] = TorchRunner(params0, model, tcfg, ds, batch_size, 1)
+    return contenders
+
+
+def _alternate(contenders: dict[str, Any], first: int, chunk: int, num_steps: int, log: Log
+               ) -> tuple[dict[str, Clock], int]:
+    """Runs every contender over the same steps from `first`, in turns of `chunk` steps (a
+    multiple of `first`), who goes first rotating; returns each one's clock and the last step."""
     clocks = {name: Clock() for name in contenders}
     chunk = max(chunk - chunk % first, first)
-    step = first
-    names = list(contenders)
-    while step < run.num_steps:
-        n = min(chunk, run.num_steps - step)
+    step, names = first, list(contenders)
+    while step < num_steps:
+        n = min(chunk, num_steps - step)
         n -= n % first
         if n == 0:
             break
@@ -249,36 +267,38 @@ def charlm(text_path: str, run: setups.CharLM = setups.CharLM(), *, chunk: int =
             with clocks[name]:
                 contenders[name].run(step, n)
         step += n
-        if (step // chunk) % 5 == 0 or step >= run.num_steps:
-            log(f"  charlm step {step}/{run.num_steps}: " + ", ".join(
+        if (step // chunk) % 5 == 0 or step >= num_steps:
+            log(f"  charlm step {step}/{num_steps}: " + ", ".join(
                 f"{k} {1e3 * clocks[k].wall / (step - first):.1f} ms/step" for k in names)
                 + f", load {os.getloadavg()[0]:.1f}")
-    timed_steps = step - first
-    eval_batches = list(ds.eval_batches(run.batch_size, "decoder"))
-    out: dict[str, Any] = {"timed_steps": timed_steps, "steps": step,
-                           "eval_windows": ds.num_eval_windows, "contenders": {}}
-    # per alternating chunk: this contender's wall time / PyTorch's on the same steps
-    chunk_ratios = {name: np.divide(clocks[name].chunks, clocks["torch"].chunks) for name in contenders}
+    return clocks, step
+
+
+def _charlm_rows(contenders: dict[str, Any], clocks: dict[str, Clock], compile_s: dict[str, float],
+                 timed_steps: int, eval_batches: list) -> dict[str, dict[str, float]]:
+    """Each contender's times, losses and ratios to PyTorch's wall time."""
+    rows = {}
     for name, c in contenders.items():
         clock = clocks[name]
-        out["contenders"][name] = {
+        # per alternating chunk: this contender's wall time / PyTorch's on the same steps
+        chunk_ratios = np.divide(clock.chunks, clocks["torch"].chunks)
+        rows[name] = {
             "wall_s": clock.wall, "cpu_s": clock.cpu, "ms_per_step": 1e3 * clock.wall / timed_steps,
             "steps_per_s": timed_steps / clock.wall, "first_call_s": compile_s[name],
-            "val_loss": c.evaluate(eval_batches), "final_train_loss": float(np.mean(c.losses[-50:])),
-            "chunk_ratio_vs_torch_median": float(np.median(chunk_ratios[name])),
-            "chunk_ratio_vs_torch_worst": float(np.max(chunk_ratios[name])),
+            "val_loss": c.evaluate(eval_batches),
+            "final_train_loss": float(np.mean(c.losses[-50:])),
+            "chunk_ratio_vs_torch_median": float(np.median(chunk_ratios)),
+            "chunk_ratio_vs_torch_worst": float(np.max(chunk_ratios)),
             "wall_ratio_vs_torch": clock.wall / clocks["torch"].wall,
         }
-    ours_losses, torch_losses = np.asarray(contenders["ours"].losses), np.asarray(contenders["torch"].losses)
-    out["max_train_loss_gap_first_100"] = float(np.max(np.abs(ours_losses[:100] - torch_losses[:100])))
-    return out
+    return rows
 
 
 def compile_time(num_layers: int, run: setups.CharLM, vocab_size: int, batch, repeats: int = 2
                  ) -> dict[str, float]:
     """Seconds to trace+lower and to compile our train step at this depth (charlm width);
     best of `repeats`, with JAX's in-memory caches cleared before each."""
-    model, tcfg = setups.charlm_configs(dataclasses.replace(run, num_layers=num_layers), vocab_size)
+    model, tcfg = run.override({"model.num_layers": num_layers}).configs(vocab_size)
     ours = setups.Ours.build(model, tcfg)
     rng = jax.random.key(0)
     lower_s, compile_s = math.inf, math.inf

@@ -5,7 +5,7 @@ takes the jitted step of `steps.make_train_step` as it is: calling a jitted func
 another traced function inlines it (its donation applies only at the outer call).
 
 (Several steps per call, `make_multi_step` with `next_call_size`, and `stack_batches` live in
-`transformer_jax.train.loop.steps`: the trainer uses them for `train.steps_per_call`.)
+`transformer_jax.train.steps`: the trainer uses them for `train.steps_per_call`.)
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Where a compiled train step's time goes, kernel by kernel: `scripts/benchmark.py --ops NAME`.
+"""Where a compiled train step's time goes, kernel by kernel: `scripts/benchmark.py ops NAME`.
 
 Runs the step `steps` times under `jax.profiler.trace`, reads the Perfetto trace it writes, and
 joins every kernel event to its instruction in the compiled program's HLO: output shape, the

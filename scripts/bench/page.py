@@ -5,10 +5,10 @@ number is retyped:
         [--check]
 
 Each results file is one JSON line a benchmark wrote with `--out` (scripts/benchmark.py's full
-run and its `--profile`; scripts/vs_nanogpt.sh at nanoGPT's 2,000 iterations;
+run, `suite`, and its `profile`; scripts/vs_nanogpt.sh at nanoGPT's 2,000 iterations;
 scripts/first_step.py; scripts/memory.py), with the machine it ran on. Each
 table keeps one row per CPU measured (model name and logical CPUs), the latest run's, dated;
-`--profile` gets a table per CPU, a row per variant.
+`profile` gets a table per CPU, a row per variant.
 The tables go between `<!-- results:start -->` and `<!-- results:end -->`; `--check` writes
 nothing and fails when the page is not what the results files give.
 """
@@ -168,7 +168,7 @@ def render(records: list[dict]) -> str:
     profile = latest_per_cpu(r for r in records if r.get("mode") == "profile")
     return "\n".join([
         START,
-        "**`scripts/benchmark.py`, the full run** (ratios of wall time: ours over PyTorch's, "
+        "**`scripts/benchmark.py suite`, the full run** (ratios of wall time: ours over PyTorch's, "
         "in alternating chunks; the mid-size model's FLOP/s over XLA's 2048³ dot; its median "
         "step, and the system seconds spent in it, over all threads):",
         "",
@@ -203,7 +203,7 @@ def render(records: list[dict]) -> str:
                 "run, 10 steps", f"run, {NANOGPT_ITERS:,} steps", "same, huge pages", "stack"),
                memory, _memory_cells, "No memory run recorded yet."),
         "",
-        "**`scripts/benchmark.py --profile`, the char LM's step under each variant** (ms per "
+        "**`scripts/benchmark.py profile`, the char LM's step under each variant** (ms per "
         "step, medians over rounds in which every variant runs in turn, each in its own "
         "process; ratios of wall time in the same rounds. For an XLA option or a model "
         "setting: against the same k-step program without it, and whether the parameters "

@@ -16,8 +16,8 @@ step the workers ran, on the same batches) are bitwise that program's. An option
 your CPU and keeps the arithmetic can be set by exporting XLA_FLAGS; one that changes it would
 change the committed studies' results.
 
-    python scripts/benchmark.py --profile [--profile_rounds 6 --profile_chunk 50]
-    python scripts/benchmark.py --profile --profile_variants xla_vector_512,xla_no_ynn
+    python scripts/benchmark.py profile [--rounds 6 --chunk 50]
+    python scripts/benchmark.py profile --variants xla_vector_512,xla_no_ynn
 """
 from __future__ import annotations
 
@@ -122,34 +122,25 @@ def _make_runner(kind: str, text_path: str, data_dir: str, model_settings: dict[
     from transformer_jax.train import steps
     from bench import setups
 
-    lm_train = setups.lm_train()
     kind, _, passes = kind.partition("_mb")  # _mbN: train.microbatches=N, not configs/lm.py's
-    run = setups.CharLM(microbatches=int(passes) if passes else lm_train.microbatches)
-    ds = setups.text_dataset(text_path, run.seq_len, run.eval_windows, data_dir=data_dir)
-    model, tcfg = setups.charlm_configs(run, ds.vocab_size, **model_settings)
+    settings = {f"model.{field}": value for field, value in model_settings.items()}
+    if passes:
+        settings["train.microbatches"] = int(passes)
+    run = setups.CharLM().override(settings)
+    ds = setups.text_dataset(text_path, run.config.data.seq_len, run.config.data.num_eval,
+                             data_dir=data_dir)
+    model, tcfg = run.configs(ds.vocab_size)
     ours = setups.Ours.build(model, tcfg)
     rng = jax.random.key(1)
     counter = [0]
 
     def batch():
-        b = ds.train_batch(counter[0], run.batch_size, "decoder")
+        b = ds.train_batch(counter[0], tcfg.batch_size, "decoder")
         counter[0] += 1
         return b
 
     if kind.startswith("torch"):
-        import torch
-
-        from bench import torch_reference as ref
-        torch.set_num_threads(2 if kind == "torch2" else 1)
-        trainer = ref.TorchTrainer(
-            ref.TorchGPT.from_params(jax.device_get(ours.state["params"]), model.num_heads),
-            learning_rate=tcfg.learning_rate, warmup_steps=tcfg.warmup_steps,
-            num_steps=tcfg.num_steps, end_learning_rate=tcfg.learning_rate * tcfg.end_learning_rate_factor)
-
-        def run_torch(n):
-            for _ in range(n):
-                trainer.step(batch())
-        return run_torch, lambda: None
+        return _torch_runner(2 if kind == "torch2" else 1, ours, batch), lambda: None
 
     def digest():
         return params_digest(ours.state["params"])
@@ -174,6 +165,26 @@ def _make_runner(kind: str, text_path: str, data_dir: str, model_settings: dict[
             jax.device_get(metrics)
         jax.block_until_ready(ours.state)
     return run_steps, digest
+
+
+def _torch_runner(threads: int, ours, batch: Callable[[], dict]) -> Callable[[int], None]:
+    """PyTorch's reference from our initial weights, on `threads` threads: run(n)."""
+    import jax
+    import torch
+
+    from bench import torch_reference as ref
+    torch.set_num_threads(threads)
+    tcfg = ours.train
+    trainer = ref.TorchTrainer(
+        ref.TorchGPT.from_params(jax.device_get(ours.state["params"]), ours.model.num_heads),
+        learning_rate=tcfg.learning_rate, warmup_steps=tcfg.warmup_steps,
+        num_steps=tcfg.num_steps,
+        end_learning_rate=tcfg.learning_rate * tcfg.end_learning_rate_factor)
+
+    def run_torch(n):
+        for _ in range(n):
+            trainer.step(batch())
+    return run_torch
 
 
 def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int,
@@ -256,8 +267,8 @@ def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 
     """
     from bench import setups
     # the dataset the workers read (_make_runner's), prepared once, here, not by several at once
-    setups.text_dataset(text_path, setups.CharLM.seq_len, setups.CharLM.eval_windows,
-                        data_dir=data_dir)
+    data = setups.CharLM().config.data
+    setups.text_dataset(text_path, data.seq_len, data.num_eval, data_dir=data_dir)
     out: dict[str, dict[str, Any]] = {}
     for g, group in enumerate(groups(names, group_size)):
         log(f"profile group {g + 1}: {', '.join(group)}")
