@@ -168,7 +168,7 @@ def assert_trees_equal(actual, expected) -> None:
 # make it longer, so that it is still training when a has finished; `steps` sets both variants'.
 SWEEP_EXPERIMENT = '''
 from pathlib import Path
-from transformer_jax.study import Comparison, Expectation, Study, load_config
+from transformer_jax.studies.study import Comparison, Expectation, Study, load_config
 
 def get_study(size):
     base = load_config(Path({repo!r}) / "configs/synthetic.py", "tiny,task=sort")
