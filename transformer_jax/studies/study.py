@@ -21,7 +21,7 @@ import ml_collections
 import numpy as np
 
 from transformer_jax.config import ADDED_FIELDS, IN_EVERY_FINGERPRINT, ConfigError
-from transformer_jax.studies.loading import SIZES, load_config, load_module, load_study
+from transformer_jax.studies.loading import STUDY_SIZES, load_config, load_module, load_study
 from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEEDS, Verdict, decide,
                                            difference_interval, interval_of_mean, mean_interval,
                                            mean_over_seeds, rate_interval, relative_gap,
@@ -30,8 +30,8 @@ from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEED
 
 __all__ = [  # the experiment-file API
     "CONFIDENCE", "Comparison", "Expectation", "FLATTENED_ADDED", "FLAT_ACCURACY",
-    "INTERVAL_METHOD", "Judgement", "MAX_SEEDS", "Measure", "RATES", "SIZES", "Study", "Verdict",
-    "decide", "difference_interval", "flattened", "interval_of_mean", "load_config",
+    "INTERVAL_METHOD", "Judgement", "MAX_SEEDS", "Measure", "RATES", "STUDY_SIZES", "Study",
+    "Verdict", "decide", "difference_interval", "flattened", "interval_of_mean", "load_config",
     "load_module", "load_study", "mean_interval", "mean_over_seeds", "rate_interval",
     "relative_gap", "relative_gap_interval", "seeds_to_settle", "seeds_to_settle_rate",
     "settle_note", "study_schedule"]
