@@ -136,7 +136,7 @@ def restore_newest(workdir, config) -> tuple[int, dict]:
     import jax.numpy as jnp
 
     from transformer_jax.train import steps
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
     from transformer_jax.train.checkpointing import Checkpointer
 
     run = train.build_run(config)

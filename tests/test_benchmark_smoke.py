@@ -103,7 +103,7 @@ def test_multi_step_trains_exactly_like_single_steps():
 
     from conftest import tiny_config
     from transformer_jax.train import steps
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
     from transformer_jax.config import TrainConfig
 
     model = tiny_config(num_outputs=13)
@@ -178,7 +178,7 @@ def test_microbatches_make_the_update_of_one_batch():
 
     from conftest import tiny_config
     from transformer_jax.train import steps
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
     from transformer_jax.config import TrainConfig
 
     model = tiny_config(num_outputs=13)

@@ -47,3 +47,18 @@ def test_importing_an_old_path_inside_the_package_breaks_the_contract(tmp_path):
     report = lint_with_added_import(tmp_path, "studies/export.py",
                                     "from transformer_jax import study")
     assert "transformer_jax.studies.export -> transformer_jax.study" in report
+
+
+def test_the_training_layers_public_names_are_its_packages():
+    """`transformer_jax.train` states the training layer's public names; `loop.__all__` lists
+    only what loop.py defines (not a second, older list of the layer's names)."""
+    from transformer_jax import train
+    from transformer_jax.train import loop
+    assert loop.__all__ and all(getattr(loop, name).__module__ == loop.__name__
+                                for name in loop.__all__)
+    assert all(hasattr(train, name) for name in train.__all__)
+    assert train.train_and_evaluate is loop.train_and_evaluate
+    # experiments/heads.py (pre-registered: its history is read, so it is not edited) and the
+    # analyses reach these through `from transformer_jax.train import loop as train`
+    assert (loop.check_config, loop.build_run, loop.init_model, loop.init_params, loop.Run) == (
+        train.check_config, train.build_run, train.init_model, train.init_params, train.Run)

@@ -25,8 +25,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from transformer_jax.train import cli
+from transformer_jax.train import loop
 from transformer_jax.train import parallel
-from transformer_jax.train import loop as train
 from transformer_jax.train import terminal
 from transformer_jax.train import workdir as workdir_lib
 
@@ -67,8 +67,8 @@ def main(argv):
         # the log file only once this process has started training (its status.json says
         # 'running'): bad input leaves no file behind and adds nothing to an existing run's
         with cli.log_to_file(log, ready=functools.partial(_started_after, workdir, time.time())):
-            status = train.train_and_evaluate(_CONFIG.value, str(workdir),
-                                              extend_to=_EXTEND_TO.value, on_start=start)
+            status = loop.train_and_evaluate(_CONFIG.value, str(workdir),
+                                             extend_to=_EXTEND_TO.value, on_start=start)
     print(f"{terminal.outcome(status, already_ended=start.step is None)}\nfull log:    {log}\n"
           f"TensorBoard: {terminal.tensorboard_executable()} --logdir {workdir}")
     sys.exit(cli.exit_code(status))
