@@ -357,7 +357,7 @@ BACKGROUND_RUNS = BackgroundRuns()
 
 _SERVER = r'''
 import json, os, runpy, sys
-from transformer_jax.train import hugepages
+from transformer_jax.runtime import hugepages
 hugepages.reexec_if_useful()  # as main.py does first; the forks inherit its environment
 import absl.app, absl.flags, absl.logging, ml_collections.config_flags  # noqa: E401 main's imports
 from transformer_jax.train import cli, loop, parallel  # noqa: F401

@@ -6,13 +6,19 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MOVED = {"study": ("transformer_jax.studies.study", "Study"),
-         "probes": ("transformer_jax.studies.analysis.probes", "score_scale"),
-         "attention": ("transformer_jax.model.attention", "MultiHeadAttention"),
-         "positions": ("transformer_jax.model.positions", "apply_rotary"),
-         "norms": ("transformer_jax.model.norms", "DynamicTanh"),
-         "blocks": ("transformer_jax.model.blocks", "Block"),
-         "defaults": ("transformer_jax.train.defaults", "base_config")}
+MOVED = {"transformer_jax.study": ("transformer_jax.studies.study", "Study"),
+         "transformer_jax.probes": ("transformer_jax.studies.analysis.probes", "score_scale"),
+         "transformer_jax.attention": ("transformer_jax.model.attention", "MultiHeadAttention"),
+         "transformer_jax.positions": ("transformer_jax.model.positions", "apply_rotary"),
+         "transformer_jax.norms": ("transformer_jax.model.norms", "DynamicTanh"),
+         "transformer_jax.blocks": ("transformer_jax.model.blocks", "Block"),
+         "transformer_jax.defaults": ("transformer_jax.train.defaults", "base_config"),
+         "transformer_jax.train.hugepages": ("transformer_jax.runtime.hugepages",
+                                             "reexec_if_useful"),
+         "transformer_jax.train.compile_memory": ("transformer_jax.runtime.compile_memory",
+                                                  "give_back")}
+# Not warning yet: scripts/ still imports them (transformer_jax/train/hugepages.py says why).
+SILENT = {"transformer_jax.train.hugepages", "transformer_jax.train.compile_memory"}
 
 # Each old path used three ways in one fresh process (the warning is once per process): `from
 # ... import`, an attribute of `import ... as`, and again; what warned, where, and whether the
@@ -24,9 +30,9 @@ out = {}
 for old, (new, name) in moved.items():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        exec(f"from transformer_jax.{old} import {name} as first", globals())
-        exec(f"import transformer_jax.{old} as module; second = module.{name}", globals())
-        third = getattr(importlib.import_module(f"transformer_jax.{old}"), name)
+        exec(f"from {old} import {name} as first", globals())
+        exec(f"import {old} as module; second = module.{name}", globals())
+        third = getattr(importlib.import_module(old), name)
     same = first is second is third is getattr(importlib.import_module(new), name)
     out[old] = {"same": same, "names": name in dir(module),
                 "warnings": [(w.category.__name__, str(w.message), w.filename) for w in caught]}
@@ -43,9 +49,12 @@ def test_each_old_path_works_and_warns_once_naming_the_new_one(tmp_path):
     seen = json.loads(proc.stdout.splitlines()[-1])
     for old, (new, _) in MOVED.items():
         assert seen[old]["same"] and seen[old]["names"], old
+        if old in SILENT:
+            assert seen[old]["warnings"] == [], old
+            continue
         [(category, message, filename)] = seen[old]["warnings"]  # exactly one
         assert category == "DeprecationWarning" and f"import {new} instead" in message, message
-        assert f"transformer_jax.{old} " in message
+        assert message.startswith(f"{old} is deprecated"), message
         assert filename == "<string>", filename  # the user's line (exec's), not the shim's
 
 

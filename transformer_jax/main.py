@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 if __name__ == "__main__":  # first: glibc reads its tunables only when a process starts
-    from transformer_jax.train import hugepages
+    from transformer_jax.runtime import hugepages
     hugepages.reexec_if_useful()
 
 from absl import app, flags
@@ -52,9 +52,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
     del argv
-    cli.terminal_level_from_flags()
-    cli.set_up_compilation()
-    cli.quiet_progress_bars()
+    cli.set_up_command()
     workdir = Path(_WORKDIR.value)
     with cli.user_errors_exit():
         parallel.maybe_initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value,

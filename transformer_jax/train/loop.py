@@ -24,7 +24,7 @@ import numpy as np
 from absl import logging
 
 from transformer_jax.config import TrainConfig
-from transformer_jax.train import compile_memory
+from transformer_jax.runtime import compile_memory
 from transformer_jax.train import evaluation
 from transformer_jax.train import parallel
 from transformer_jax.train import steps
