@@ -42,7 +42,7 @@ STAGES = (
     ("the rest of transformer_jax.main", "import transformer_jax.main"),
     ("text prepared (TFDS array_record)", textwrap.dedent("""\
         from transformer_jax import data as data_lib
-        from transformer_jax.study import load_config
+        from transformer_jax.studies.study import load_config
         cfg = load_config(REPO / 'configs/lm.py')
         cfg.unlock(); cfg.data.text_path = TEXT; cfg.data.data_dir = DATA_DIR
         ds = data_lib.make_dataset(cfg.data, seed=0, fmt='decoder')""")),

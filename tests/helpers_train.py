@@ -136,7 +136,7 @@ def restore_newest(workdir, config) -> tuple[int, dict]:
     import jax.numpy as jnp
 
     from transformer_jax.train import steps
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
     from transformer_jax.train.checkpointing import Checkpointer
 
     run = train.build_run(config)
@@ -168,7 +168,7 @@ def assert_trees_equal(actual, expected) -> None:
 # make it longer, so that it is still training when a has finished; `steps` sets both variants'.
 SWEEP_EXPERIMENT = '''
 from pathlib import Path
-from transformer_jax.study import Comparison, Expectation, Study, load_config
+from transformer_jax.studies.study import Comparison, Expectation, Study, load_config
 
 def get_study(size):
     base = load_config(Path({repo!r}) / "configs/synthetic.py", "tiny,task=sort")
@@ -357,7 +357,7 @@ BACKGROUND_RUNS = BackgroundRuns()
 
 _SERVER = r'''
 import json, os, runpy, sys
-from transformer_jax.train import hugepages
+from transformer_jax.runtime import hugepages
 hugepages.reexec_if_useful()  # as main.py does first; the forks inherit its environment
 import absl.app, absl.flags, absl.logging, ml_collections.config_flags  # noqa: E401 main's imports
 from transformer_jax.train import cli, loop, parallel  # noqa: F401

@@ -135,7 +135,7 @@ def test_running_statistics_go_through_the_train_step_checkpoint_and_evaluation(
     the initial 0 and 1 in their place it is another)."""
     import helpers_train
     from transformer_jax.train import steps
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
 
     config = helpers_train.tiny_config(overrides={
         "model.norm": "pre", "model.norm_type": "batchnorm", "data.data_dir": tj_data_dir,
@@ -170,7 +170,7 @@ def test_running_statistics_go_through_the_train_step_checkpoint_and_evaluation(
 def test_other_norms_keep_no_statistics_so_old_checkpoints_still_restore():
     """The trainer's params gained BatchNorm's statistics only where there is a BatchNorm: for
     every other norm the checkpointed tree is the parameters alone, as before the switch."""
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
 
     for norm_type in (NormType.LAYERNORM, NormType.RMSNORM, NormType.DYT):
         _, params = train.init_model(tiny_config(norm_type=norm_type), 0)
@@ -181,7 +181,7 @@ def test_other_norms_keep_no_statistics_so_old_checkpoints_still_restore():
 def test_batchnorm_with_microbatches_is_refused_in_one_line():
     import helpers_train
     from transformer_jax import ConfigError
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
 
     config = helpers_train.tiny_config(overrides={"model.norm_type": "batchnorm",
                                                   "train.microbatches": 2})

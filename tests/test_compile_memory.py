@@ -12,7 +12,8 @@ import pytest
 import jax.numpy as jnp
 from jax import monitoring  # public: register/unregister listeners
 
-from transformer_jax.train import cli, compile_memory
+from transformer_jax.runtime import compile_memory
+from transformer_jax.train import cli
 
 
 def _recording_trim(monkeypatch) -> list[int]:
@@ -92,7 +93,7 @@ def test_the_trainer_reuses_large_buffers_at_one_step_per_call_only(monkeypatch,
 
 _FAULTS_PER_BUFFER = """
 import ctypes, resource, sys
-from transformer_jax.train import compile_memory
+from transformer_jax.runtime import compile_memory
 if sys.argv[1] == "reuse":
     assert compile_memory.reuse_large_buffers()
 libc, size = ctypes.CDLL("libc.so.6"), 40 << 20  # a char-LM step's temporary buffers

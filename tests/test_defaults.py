@@ -12,7 +12,7 @@ import pytest
 from transformer_jax import data as data_lib
 from transformer_jax.config import Head, ModelConfig, Norm, TrainConfig
 from transformer_jax.train import defaults
-from transformer_jax.train.loop import check_config
+from transformer_jax.train import check_config
 
 
 def test_model_config_defaults_are_the_command_lines_model():

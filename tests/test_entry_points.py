@@ -21,3 +21,22 @@ def test_help_lists_the_commands_flags(command, flags):
     listed = {line.split(":")[0].strip() for line in proc.stdout.splitlines()
               if line.startswith("  --")}
     assert set(flags) <= listed, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_a_commands_set_up_is_one_call(monkeypatch):
+    """main and the sweep call `cli.set_up_command()` once their flags are parsed: the terminal's
+    level from --verbosity (warnings when it is not given), then the compilation's set-up, then
+    TFDS's progress bars off."""
+    import logging
+
+    from transformer_jax.train import cli
+    done = []
+    monkeypatch.setattr(cli, "set_up_compilation", lambda: done.append(("compilation",
+                                                                         cli.terminal_level())))
+    monkeypatch.setattr(cli, "quiet_progress_bars", lambda: done.append(("quiet", None)))
+    level = cli.terminal_level()
+    try:
+        cli.set_up_command()
+    finally:
+        cli.set_terminal_level(level)
+    assert done == [("compilation", logging.WARNING), ("quiet", None)]

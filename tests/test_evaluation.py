@@ -13,7 +13,7 @@ from transformer_jax import data
 from transformer_jax.model import attention
 from transformer_jax.train import steps
 from transformer_jax.train import summaries
-from transformer_jax.train import loop as train
+from transformer_jax import train
 from transformer_jax.model.transformer import attention_mask
 
 

@@ -17,7 +17,7 @@ OVERRIDES = {"train.log_every": 1}
 @pytest.fixture(scope="module")
 def extended(tmp_path_factory, tj_data_dir):
     """A tiny run trained to its 20 steps, then extended to 30 in process."""
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
 
     workdir = tmp_path_factory.mktemp("extend") / "run"
     config = tiny_config(SYNTHETIC, overrides={"data.data_dir": tj_data_dir, **OVERRIDES})
@@ -73,7 +73,7 @@ def test_extend_recomputes_the_schedule_and_says_where(extended):
 
 
 def test_other_changes_are_still_refused(extended, tmp_path):
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
     from transformer_jax.train.workdir import WorkdirError
 
     config, workdir, _, _ = extended

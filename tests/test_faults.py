@@ -183,7 +183,7 @@ def test_memory_stays_flat(tmp_path, tj_data_dir, monkeypatch):
     import psutil
 
     from transformer_jax.train import steps
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
 
     process = psutil.Process()
     rss: list[int] = []

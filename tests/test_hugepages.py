@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from transformer_jax.train import hugepages
+from transformer_jax.runtime import hugepages
 
 REPO = Path(__file__).resolve().parents[1]
 GLIBC = (2, 36)
@@ -54,7 +54,8 @@ def test_entry_point_restarts_once_with_the_tunable_when_asked():
     TJ_HUGEPAGES=1 it runs once, unchanged."""
     env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "TJ_HUGEPAGES")}
     env.update(ASKED)
-    code = ("import os, sys; from transformer_jax.train import hugepages; hugepages.reexec_if_useful(); "
+    code = ("import os, sys; from transformer_jax.runtime import hugepages; "
+            "hugepages.reexec_if_useful(); "
             "print('ran', os.environ.get('GLIBC_TUNABLES'), sys.argv[1:])")
     proc = subprocess.run([sys.executable, "-c", code, "arg1"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)

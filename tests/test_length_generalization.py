@@ -114,7 +114,7 @@ def accuracy_by_hand(variant_dir: Path, seeds, lengths) -> dict[tuple[int, int],
     from flax import nnx
 
     from helpers_train import restore_newest
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
     from transformer_jax.model.transformer import Transformer
 
     out, logits_of = {}, None

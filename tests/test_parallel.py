@@ -26,7 +26,8 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            f" --xla_force_host_platform_device_count={sys.argv[1]}")
 import jax, jax.numpy as jnp, numpy as np
 from jax.sharding import PartitionSpec as P
-from transformer_jax.train import loop as train, parallel, steps
+from transformer_jax import train
+from transformer_jax.train import parallel, steps
 from transformer_jax.config import ModelConfig, TrainConfig
 
 NUM_STEPS, BATCH, LENGTH, VOCAB = 10, 8, 12, 13
@@ -147,7 +148,8 @@ data_dir, root = sys.argv[2], sys.argv[3]
 import jax
 from absl import logging
 from transformer_jax.studies import study
-from transformer_jax.train import loop as train, summaries
+from transformer_jax import train
+from transformer_jax.train import summaries
 from transformer_jax.config import ConfigError
 logging.set_verbosity(logging.INFO)
 

@@ -31,7 +31,7 @@ def curves(workdir) -> dict[str, list[tuple[int, float]]]:
 
 def test_resumed_curves_hold_each_step_once_and_equal_the_uninterrupted_run(tmp_path,
                                                                           tj_data_dir):
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
     from transformer_jax.train import workdir as workdir_lib
 
     config = tiny_config(overrides={"data.data_dir": tj_data_dir, "train.log_every": 1,

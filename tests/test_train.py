@@ -47,7 +47,7 @@ def lm_run(shakespeare_file):
 def straight_run(tmp_path_factory, tj_data_dir):
     """The tiny synthetic config trained in-process for its 20 steps, one step per call, one
     microbatch (the defaults): (status, workdir). Tests may read it, never change it."""
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
 
     workdir = tmp_path_factory.mktemp("straight") / "run"
     config = tiny_config(overrides={"data.data_dir": tj_data_dir})
@@ -151,15 +151,15 @@ class _StopAfterStep10:
 
 def test_resume_equals_uninterrupted(tmp_path, tj_data_dir, monkeypatch, straight_run):
     """20 steps straight vs 10, stop, restart, 10 more (same config): equal parameters, bitwise."""
-    from transformer_jax.train import summaries
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
+    from transformer_jax.train import loop, summaries
 
     config = tiny_config(overrides={"data.data_dir": tj_data_dir})
     straight, straight_dir = straight_run
     assert straight["state"] == "finished"
 
-    with monkeypatch.context() as m:
-        m.setattr(train, "Checkpointer", _StopAfterStep10(train.Checkpointer))
+    with monkeypatch.context() as m:  # the loop's Checkpointer: the one the loop calls
+        m.setattr(loop, "Checkpointer", _StopAfterStep10(train.Checkpointer))
         first = train.train_and_evaluate(config, str(tmp_path / "resumed"))
     # The stop is asked once per compiled call, before that call's checkpoint: a SIGTERM during
     # step 10's save stops the run after the next call (step 11), with its own checkpoint.
@@ -227,7 +227,7 @@ def test_steps_per_call_trains_like_one_step_per_call(tmp_path, tj_data_dir, str
     """train.steps_per_call=4: calls of 4 steps (and of 1 up to each log/eval/checkpoint step)
     give the curves, evaluations and checkpoints of one step per call, to float rounding."""
     from transformer_jax.train import summaries
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
 
     status, one_per_call = straight_run  # k=1, m=1
     assert status["state"] == "finished" and status["step"] == STEPS
@@ -253,7 +253,7 @@ def test_steps_per_call_trains_like_one_step_per_call(tmp_path, tj_data_dir, str
 def test_divergence_inside_a_multi_step_call_is_found_at_its_step(tmp_path, tj_data_dir):
     """A NaN in the middle of a 5-step call stops the run at that step, as one step per call does,
     and no checkpoint is written at or after it."""
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
 
     steps = {}
     for k in (1, 5):
@@ -276,7 +276,7 @@ def test_stacked_initial_states_equal_each_seed_alone(norm_type):
     from conftest import tiny_config
 
     from transformer_jax.train import steps
-    from transformer_jax.train import loop as train
+    from transformer_jax import train
     from transformer_jax.config import NormType, TrainConfig
 
     model = tiny_config(norm_type=NormType[norm_type])

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from transformer_jax.study import Comparison, Expectation, Verdict, decide
+from transformer_jax.studies.study import Comparison, Expectation, Verdict, decide
 
 HOLDS, FAILS, UNSURE = Verdict.HOLDS, Verdict.FAILS, Verdict.INCONCLUSIVE
 INF = math.inf

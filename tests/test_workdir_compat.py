@@ -4,8 +4,9 @@ import json
 
 import pytest
 
+from transformer_jax.config import ADDED_FIELDS
 from transformer_jax.train import workdir as workdir_lib
-from transformer_jax.train.workdir import ADDED_FIELDS, WorkdirError, config_differences
+from transformer_jax.train.workdir import WorkdirError, config_differences
 
 
 def _config(**model):

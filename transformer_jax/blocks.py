@@ -1,6 +1,11 @@
-"""`transformer_jax.blocks` is `transformer_jax.model.blocks`: this name stays importable."""
-import sys
+"""Deprecated: `transformer_jax.blocks` is `transformer_jax.model.blocks`
+(this path warns once, then works).
+"""
+from typing import TYPE_CHECKING
 
-from transformer_jax.model import blocks
+from transformer_jax._moved import moved
 
-sys.modules[__name__] = blocks
+if TYPE_CHECKING:  # what a type checker sees here: the module it moved to
+    from transformer_jax.model.blocks import *  # noqa: F401,F403
+
+__getattr__, __dir__ = moved(__name__, "transformer_jax.model.blocks")

@@ -259,6 +259,16 @@ class TrainConfig:
         return build_dataclass(cls, "train", train, {})
 
 
+# Config fields added after runs existed, with the value that computes what runs without them did.
+# A workdir's config.json that lacks one resumes under exactly that value and no other
+# (train/workdir.py); a study's design leaves one out at that value, so that its fingerprint stays
+# the one its committed verdict was judged with (studies/study.py), except where every
+# fingerprint already holds the field: it was added before fingerprints existed (4f1c347).
+ADDED_FIELDS = {"model.norm_type": "layernorm", "model.qk_norm": False,
+                "model.causal_mask": True, "model.dense_matmul": "compute"}
+IN_EVERY_FINGERPRINT = frozenset({"model.norm_type", "model.qk_norm"})
+
+
 def build_dataclass(cls, section: str, values: Mapping[str, Any],
                     enums: Mapping[str, type[enum.Enum]], **fixed: Any):
     """The one place where a config section becomes typed values.

@@ -1,6 +1,11 @@
-"""`transformer_jax.defaults` is `transformer_jax.train.defaults`: this name stays importable."""
-import sys
+"""Deprecated: `transformer_jax.defaults` is `transformer_jax.train.defaults`
+(this path warns once, then works).
+"""
+from typing import TYPE_CHECKING
 
-from transformer_jax.train import defaults
+from transformer_jax._moved import moved
 
-sys.modules[__name__] = defaults
+if TYPE_CHECKING:  # what a type checker sees here: the module it moved to
+    from transformer_jax.train.defaults import *  # noqa: F401,F403
+
+__getattr__, __dir__ = moved(__name__, "transformer_jax.train.defaults")

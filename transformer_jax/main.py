@@ -18,15 +18,15 @@ import time
 from pathlib import Path
 
 if __name__ == "__main__":  # first: glibc reads its tunables only when a process starts
-    from transformer_jax.train import hugepages
+    from transformer_jax.runtime import hugepages
     hugepages.reexec_if_useful()
 
 from absl import app, flags
 from ml_collections import config_flags
 
 from transformer_jax.train import cli
+from transformer_jax.train import loop
 from transformer_jax.train import parallel
-from transformer_jax.train import loop as train
 from transformer_jax.train import terminal
 from transformer_jax.train import workdir as workdir_lib
 
@@ -52,9 +52,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
     del argv
-    cli.terminal_level_from_flags()
-    cli.set_up_compilation()
-    cli.quiet_progress_bars()
+    cli.set_up_command()
     workdir = Path(_WORKDIR.value)
     with cli.user_errors_exit():
         parallel.maybe_initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value,
@@ -67,8 +65,8 @@ def main(argv):
         # the log file only once this process has started training (its status.json says
         # 'running'): bad input leaves no file behind and adds nothing to an existing run's
         with cli.log_to_file(log, ready=functools.partial(_started_after, workdir, time.time())):
-            status = train.train_and_evaluate(_CONFIG.value, str(workdir),
-                                              extend_to=_EXTEND_TO.value, on_start=start)
+            status = loop.train_and_evaluate(_CONFIG.value, str(workdir),
+                                             extend_to=_EXTEND_TO.value, on_start=start)
     print(f"{terminal.outcome(status, already_ended=start.step is None)}\nfull log:    {log}\n"
           f"TensorBoard: {terminal.tensorboard_executable()} --logdir {workdir}")
     sys.exit(cli.exit_code(status))

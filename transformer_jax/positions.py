@@ -1,6 +1,11 @@
-"""`transformer_jax.positions` is `transformer_jax.model.positions`: this name stays importable."""
-import sys
+"""Deprecated: `transformer_jax.positions` is `transformer_jax.model.positions`
+(this path warns once, then works).
+"""
+from typing import TYPE_CHECKING
 
-from transformer_jax.model import positions
+from transformer_jax._moved import moved
 
-sys.modules[__name__] = positions
+if TYPE_CHECKING:  # what a type checker sees here: the module it moved to
+    from transformer_jax.model.positions import *  # noqa: F401,F403
+
+__getattr__, __dir__ = moved(__name__, "transformer_jax.model.positions")

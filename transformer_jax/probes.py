@@ -1,6 +1,11 @@
-"""`transformer_jax.probes` is `transformer_jax.studies.analysis.probes`: this name stays importable."""
-import sys
+"""Deprecated: `transformer_jax.probes` is `transformer_jax.studies.analysis.probes`
+(this path warns once, then works).
+"""
+from typing import TYPE_CHECKING
 
-from transformer_jax.studies.analysis import probes
+from transformer_jax._moved import moved
 
-sys.modules[__name__] = probes
+if TYPE_CHECKING:  # what a type checker sees here: the module it moved to
+    from transformer_jax.studies.analysis.probes import *  # noqa: F401,F403
+
+__getattr__, __dir__ = moved(__name__, "transformer_jax.studies.analysis.probes")

@@ -4,7 +4,7 @@ r"""Run an ablation study: python -m transformer_jax.sweep --experiment=experime
 into DIR/<name> and writes DIR/report.md. The sweep itself is `transformer_jax.studies.sweep`.
 """
 if __name__ == "__main__":  # first: glibc reads its tunables only when a process starts
-    from transformer_jax.train import hugepages
+    from transformer_jax.runtime import hugepages
     hugepages.reexec_if_useful()
 
 from absl import app, flags

@@ -8,7 +8,10 @@ import ml_collections
 
 from transformer_jax.config import ConfigError
 
-SIZES = ("default", "large", "tiny")  # default fits a 2-core CPU; large is for a GPU/TPU
+# The sizes of a study (`--size`, an experiment's `get_study(size)`): default fits a 2-core CPU,
+# large is for a GPU/TPU, tiny is a smoke test. Not a config file's sizes (train/defaults.py's
+# CONFIG_SIZES, which have no `large`): an experiment maps its size onto config overrides itself.
+STUDY_SIZES = ("default", "large", "tiny")
 
 
 def load_config(path: str | Path, arg: str = "") -> ml_collections.ConfigDict:
@@ -18,8 +21,8 @@ def load_config(path: str | Path, arg: str = "") -> ml_collections.ConfigDict:
 
 def load_study(path: str | Path, size: str = "default"):
     """`get_study(size)` of an experiment file: a `transformer_jax.studies.study.Study`."""
-    if size not in SIZES:
-        raise ConfigError(f"--size={size!r} is not one of: {', '.join(SIZES)}")
+    if size not in STUDY_SIZES:
+        raise ConfigError(f"--size={size!r} is not one of: {', '.join(STUDY_SIZES)}")
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"--experiment={str(path)!r} is not a file; experiments: "

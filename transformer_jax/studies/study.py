@@ -20,8 +20,8 @@ from typing import Any, Callable, Mapping, Optional
 import ml_collections
 import numpy as np
 
-from transformer_jax.config import ConfigError
-from transformer_jax.studies.loading import SIZES, load_config, load_module, load_study
+from transformer_jax.config import ADDED_FIELDS, IN_EVERY_FINGERPRINT, ConfigError
+from transformer_jax.studies.loading import STUDY_SIZES, load_config, load_module, load_study
 from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEEDS, Verdict, decide,
                                            difference_interval, interval_of_mean, mean_interval,
                                            mean_over_seeds, rate_interval, relative_gap,
@@ -31,8 +31,8 @@ from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEED
 
 __all__ = [  # the experiment-file API
     "CONFIDENCE", "Comparison", "Expectation", "FLATTENED_ADDED", "FLAT_ACCURACY",
-    "INTERVAL_METHOD", "Judgement", "MAX_SEEDS", "Measure", "RATES", "SIZES", "Study", "Verdict",
-    "decide", "difference_interval", "flattened", "interval_of_mean", "load_config",
+    "INTERVAL_METHOD", "Judgement", "MAX_SEEDS", "Measure", "RATES", "STUDY_SIZES", "Study",
+    "Verdict", "decide", "difference_interval", "flattened", "interval_of_mean", "load_config",
     "load_module", "load_study", "mean_interval", "mean_over_seeds", "rate_interval",
     "relative_gap", "relative_gap_interval", "seeds_to_bound", "seeds_to_settle",
     "seeds_to_settle_rate", "settle_note", "unbounded_note", "study_schedule"]
@@ -64,10 +64,6 @@ class Measure(enum.Enum):
 
 PROBES_FILE = "probes.md"  # a study's step-0 probes, as markdown (its plots beside it)
 MACHINE_FIELDS = ("data_dir", "text_path")  # where this machine keeps data: not the design
-# Config fields added after fingerprints existed (4f1c347), with the value that computes what
-# designs without them did: a design leaves one out at that value, so a study that does not use
-# it keeps the fingerprint its committed verdict was judged with.
-NEWER_THAN_FINGERPRINTS = {"model.causal_mask": True, "model.dense_matmul": "compute"}
 # Expectation fields added after fingerprints existed, with their default, left out the same way.
 NEWER_EXPECTATION_FIELDS = {"at_step": None, "measure": Measure.FINAL.value}
 
@@ -331,11 +327,13 @@ class Study:
     def design(self) -> dict[str, Any]:
         """What the study commits to before it runs, as plain values: the claim, the variants,
         the seeds, the metrics, every expectation and threshold, and the base config (without
-        the machine's paths: data.data_dir, data.text_path; nor NEWER_THAN_FINGERPRINTS at the
-        value older designs had)."""
+        the machine's paths: data.data_dir, data.text_path; nor the config fields added since
+        fingerprints existed, at the value older designs had: config.ADDED_FIELDS)."""
         base = self.base.to_dict()
         base["data"] = {k: v for k, v in base["data"].items() if k not in MACHINE_FIELDS}
-        for dotted, default in NEWER_THAN_FINGERPRINTS.items():
+        for dotted, default in ADDED_FIELDS.items():
+            if dotted in IN_EVERY_FINGERPRINT:
+                continue
             section, leaf = dotted.split(".")
             fields = base.get(section, {})
             if leaf in fields and type(fields[leaf]) is type(default) and fields[leaf] == default:

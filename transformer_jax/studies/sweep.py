@@ -174,9 +174,7 @@ def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int],
 
 def main(argv):
     del argv
-    cli.terminal_level_from_flags()
-    cli.set_up_compilation()
-    cli.quiet_progress_bars()
+    cli.set_up_command()
     progress = terminal.JobProgress()
     with cli.user_errors_exit():
         shard = parse_shard(_SHARD.value)

@@ -128,11 +128,21 @@ def log_to_file(path: Path, ready: Optional[Callable[[], bool]] = None) -> Itera
         handler.close()
 
 
+def set_up_command() -> None:
+    """What a command (main, sweep) does once its flags are parsed, before it compiles: the
+    terminal's level from --verbosity, the compilation set-up, and no TFDS progress bars. What
+    it does before it imports anything heavy, a restart with huge pages where asked for, is
+    `runtime.hugepages.reexec_if_useful()`, the first lines of its module."""
+    terminal_level_from_flags()
+    set_up_compilation()  # (by name: scripts/first_step.py times it by replacing it here)
+    quiet_progress_bars()
+
+
 def set_up_compilation() -> None:
     """What every entry point does before it compiles: the persistent compilation cache and the
-    compiler's memory given back to the system after each compile (`compile_memory`, which
-    also says why malloc's arenas are left at glibc's default)."""
-    from transformer_jax.train import compile_memory
+    compiler's memory given back to the system after each compile (`runtime.compile_memory`,
+    which also says why malloc's arenas are left at glibc's default)."""
+    from transformer_jax.runtime import compile_memory
     enable_compilation_cache()
     compile_memory.release_after_compiles()
 

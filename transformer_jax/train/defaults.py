@@ -9,7 +9,10 @@ import ml_collections
 from transformer_jax import data
 from transformer_jax.config import ModelConfig, TrainConfig
 
-SIZES = ("default", "tiny")
+# The sizes a config file itself knows (`get_config("tiny")`): its default and a seconds-long smoke
+# test. Not a study's sizes (studies/loading.py's STUDY_SIZES, which add `large`): an experiment
+# scales its runs itself, with overrides, whatever config size it starts from.
+CONFIG_SIZES = ("default", "tiny")
 
 
 def parse_arg(arg: str | None, **defaults: str) -> ml_collections.ConfigDict:
@@ -23,8 +26,9 @@ def parse_arg(arg: str | None, **defaults: str) -> ml_collections.ConfigDict:
         if key not in options:
             raise ValueError(f"config argument {key!r} is not one of: {', '.join(options)}")
         options[key] = value
-    if options["size"] not in SIZES:
-        raise ValueError(f"config size {options['size']!r} is not one of: {', '.join(SIZES)}")
+    if options["size"] not in CONFIG_SIZES:
+        raise ValueError(f"config size {options['size']!r} is not one of: "
+                         f"{', '.join(CONFIG_SIZES)}")
     return ml_collections.ConfigDict(options)
 
 

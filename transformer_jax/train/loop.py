@@ -24,7 +24,7 @@ import numpy as np
 from absl import logging
 
 from transformer_jax.config import TrainConfig
-from transformer_jax.train import compile_memory
+from transformer_jax.runtime import compile_memory
 from transformer_jax.train import evaluation
 from transformer_jax.train import parallel
 from transformer_jax.train import steps
@@ -38,10 +38,8 @@ from transformer_jax.train.summaries import NullWriter, SummaryWriter
 from transformer_jax.train.terminal import Progress, duration
 from transformer_jax.train.workdir import DIVERGED, FINISHED, PREEMPTED, has_ended
 
-__all__ = ["FINISHED", "DIVERGED", "PREEMPTED", "Checkpointer", "Replica", "Run", "Stream",
-           "Training", "build_run", "check_config", "has_ended", "init_model", "init_params",
-           "init_states", "seed_stream", "seed_streams", "take_replica", "train_and_evaluate",
-           "train_replicas"]
+# What this module defines; the training layer's public names are transformer_jax.train's.
+__all__ = ["Replica", "Training", "train_and_evaluate", "train_replicas"]
 
 OnStart = Callable[[int, int], None]  # (the step training starts from, train.num_steps)
 

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from absl import logging
 
 from transformer_jax._version import __version__
+from transformer_jax.config import ADDED_FIELDS
 
 CONFIG_FILE, STATUS_FILE, VERSIONS_FILE = "config.json", "status.json", "versions.json"
 HISTORY_FILE = "config_history.json"  # the run's allowed config changes: [{step, change, ...}]
@@ -32,10 +33,6 @@ STACK = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint")
 NOT_IDENTITY = ("train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
                 "data.data_dir", "train.num_devices", "train.steps_per_call")
 # (devices and steps per call change how a step runs, not its result beyond float rounding)
-# Fields added after runs existed, with the value that computes what runs without them did: a
-# config.json that lacks one of them resumes under exactly that value, and no other.
-ADDED_FIELDS = {"model.norm_type": "layernorm", "model.qk_norm": False,
-                "model.causal_mask": True, "model.dense_matmul": "compute"}
 
 
 class WorkdirError(ValueError):
@@ -55,7 +52,8 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def config_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     a, b = flatten(old), flatten(new)
-    a = {**{k: v for k, v in ADDED_FIELDS.items() if k in b}, **a}  # an older run's implicit values
+    # an older run's config.json lacks the fields added since: it ran at their ADDED_FIELDS value
+    a = {**{k: v for k, v in ADDED_FIELDS.items() if k in b}, **a}
     keys = sorted((set(a) | set(b)) - set(NOT_IDENTITY))
     return [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in keys
             if a.get(k) != b.get(k)]
