@@ -58,7 +58,7 @@ def test_the_training_layers_public_names_are_its_packages():
                                 for name in loop.__all__)
     assert all(hasattr(train, name) for name in train.__all__)
     assert train.train_and_evaluate is loop.train_and_evaluate
-    # experiments/heads.py (pre-registered: its history is read, so it is not edited) and the
-    # analyses reach these through `from transformer_jax.train import loop as train`
+    # experiments/heads.py (pre-registered: its history is read, so it is not edited) reaches
+    # these through `from transformer_jax.train import loop as train`
     assert (loop.check_config, loop.build_run, loop.init_model, loop.init_params, loop.Run) == (
         train.check_config, train.build_run, train.init_model, train.init_params, train.Run)

@@ -33,7 +33,8 @@ from flax import nnx
 
 from transformer_jax.studies.checks import Check, CheckResult, Section, judged
 from transformer_jax.studies.markdown import checks_table, markdown_table
-from transformer_jax.train import loop as train
+from transformer_jax.train.init import init_params
+from transformer_jax.train.run import Run
 from transformer_jax.studies.analysis.restore import finished_run_dirs, restore_variant
 from transformer_jax.train.figures import file_pyplot
 
@@ -127,7 +128,7 @@ def score_heads(weights_fn: Callable, params, batch: Mapping[str, np.ndarray], l
                       prefix_matching_score(w_rep, period))
 
 
-def _probe_inputs(run: train.Run) -> tuple[dict, int, int, int]:
+def _probe_inputs(run: Run) -> tuple[dict, int, int, int]:
     """The run's first eval batch and the range of ordinary token ids and the repeat period."""
     ds = run.dataset
     batch = next(iter(ds.eval_batches(run.train.batch_size, run.model.arch.value)))
@@ -151,7 +152,7 @@ def analyse(root: Path, runs: dict, checks: tuple[Check, ...] = ()) -> Section:
         restored = restore_variant(dirs)
         weights_fn = attention_weights(restored.graphdef)
         batch, low, high, period = _probe_inputs(restored.run)
-        inits = train.init_params(restored.run.model, restored.seeds)  # [R, ...]
+        inits = init_params(restored.run.model, restored.seeds)  # [R, ...]
         results[variant] = {}
         for i, seed in enumerate(restored.seeds):
             params, init = (jax.tree.map(lambda x: x[i], p) for p in (restored.params, inits))

@@ -28,7 +28,7 @@ import numpy as np
 from transformer_jax.data import synthetic
 from transformer_jax.studies import plots
 from transformer_jax.studies.analysis.restore import Restored, finished_run_dirs, restore_variant
-from transformer_jax.train import loop as train
+from transformer_jax.train.run import Run
 from transformer_jax.train import steps
 from transformer_jax.train.figures import file_pyplot
 
@@ -42,7 +42,7 @@ def eval_lengths(data: ml_collections.ConfigDict) -> range:
     return range(data.min_len, (data.eval_seq_len or data.seq_len) + 1)
 
 
-def length_batch(run: train.Run, length: int, num: int = NUM_PER_LENGTH) -> dict:
+def length_batch(run: Run, length: int, num: int = NUM_PER_LENGTH) -> dict:
     """`num` fresh examples of exactly `length`, formatted like the run's eval batches (same
     width, same format), through the dataset's own eval pipeline."""
     ds = run.dataset

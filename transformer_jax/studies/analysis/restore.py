@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from transformer_jax.train import loop as train
+from transformer_jax.train.init import init_model
+from transformer_jax.train.run import Run, build_run
 from transformer_jax.train import steps
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.train.checkpointing import Checkpointer
@@ -29,7 +30,7 @@ def finished_run_dirs(root: Path, runs: Mapping[tuple[str, int], dict]) -> dict[
 @dataclasses.dataclass(frozen=True)
 class Restored:
     """One variant's finished runs, ready to evaluate: params stacked over seeds."""
-    run: train.Run  # the first seed's (every seed shares data and model config)
+    run: Run  # the first seed's (every seed shares data and model config)
     data: ml_collections.ConfigDict  # the runs' `data` config
     seeds: tuple[int, ...]
     graphdef: Any
@@ -41,11 +42,11 @@ def restore_variant(run_dirs: Mapping[int, Path]) -> Restored:
     graphdef, stacked, first, config = None, [], None, None
     for seed, path in run_dirs.items():
         config = ml_collections.ConfigDict(json.loads((path / "config.json").read_text()))
-        run = train.build_run(config)
+        run = build_run(config)
         if first is None:
             first = run
             # shapes only: tracing init_model abstractly compiles nothing
-            graphdef, params = jax.eval_shape(lambda: train.init_model(run.model, run.seed))
+            graphdef, params = jax.eval_shape(lambda: init_model(run.model, run.seed))
             tx, _ = steps.make_optimizer(run.train)
             target = {"params": params, "opt_state": jax.eval_shape(tx.init, params),
                       "step": jax.ShapeDtypeStruct((), jnp.int32)}
