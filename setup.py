@@ -13,7 +13,7 @@ VERSION = re.search(r'^__version__ = "([^"]+)"$',
 # environment"), an upper bound only where a break is known or likely. The exact set measured to
 # work together is constraints.txt, from which scripts/_venv.sh builds .venv.
 # The floors of jax, jaxlib, flax, optax and orbax-checkpoint together ran the README example and
-# the checkpoint, position and workdir tests (tests/test_install.py says how to repeat it).
+# the checkpoint, position and workdir tests (tests/project/test_install.py says how to repeat it).
 # TensorFlow is deliberately absent: tensorflow-datasets runs without it through the array_record
 # format and tfds.data_source.
 INSTALL_REQUIRES = [
@@ -51,7 +51,7 @@ TEST_REQUIRES = [
     "pytest-xdist>=3.6",  # scripts/test.sh runs the suite in two worker processes (-n 2)
     "hypothesis>=6.0",
     "torch>=2.4",  # CPU build (constraints.txt), reference implementations in tests and benchmarks
-    "import-linter>=2.0",  # the layer contract (.importlinter), checked by tests/test_layers.py
+    "import-linter>=2.0",  # the layer contract (.importlinter), checked by tests/project/test_layers.py
     "mkdocs>=1.6",  # the docs site, built strictly by the suite
     "mkdocstrings>=0.26",  # its API reference, from the docstrings
     "mkdocstrings-python>=1.10",

@@ -23,8 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
-# The suite's files that use Hypothesis (tests/test_randomized_inventory.py keeps this in step).
-HYPOTHESIS_FILES = ("test_attention.py", "test_config.py", "test_fuzz.py", "test_positions.py")
+# The suite's files that use Hypothesis (tests/scripts/test_randomized_inventory.py keeps this in step).
+HYPOTHESIS_FILES = ("model/test_attention.py", "config/test_config.py", "model/test_fuzz.py",
+                    "model/test_positions.py")
 SEEDS = 2 ** 16 + 1  # st.integers(0, 2 ** 16)
 
 
@@ -40,9 +41,9 @@ def _failures_over_seeds(check, seeds: range) -> list[int]:
 
 def rotary(_args) -> int:
     os.environ.setdefault("TJ_HYPOTHESIS_PROFILE", "explore")
-    sys.path.insert(0, str(TESTS))
+    sys.path[:0] = [str(TESTS), str(TESTS / "model")]
     import jax.numpy as jnp
-    import test_positions  # noqa: E402  (tests/, on the path above)
+    import test_positions  # noqa: E402  (tests/model, on the path above)
 
     from transformer_jax.model import positions
 

@@ -14,7 +14,7 @@ import pytest
 
 from transformer_jax import data
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 SHAKESPEARE = os.environ.get("TJ_SHAKESPEARE",
                              str(REPO.parent / "shared" / "data" / "tinyshakespeare.txt"))
 UNREACHABLE_PROXY = "http://127.0.0.1:9"  # refuses at once: makes the machine look offline

@@ -18,7 +18,7 @@ from transformer_jax.explain import steps as ts
 from transformer_jax.config import ConfigError, Norm, Position
 
 ATOL = 1e-4  # float32 against float64 on scores of size ~3
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", params=[("sinusoidal", "post"), ("rotary", "pre")],

@@ -20,7 +20,7 @@ from transformer_jax.studies.study import load_study
 from transformer_jax.train import defaults, steps
 from transformer_jax.train.init import init_model
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BATCH, LENGTH = 2, 6
 IMPLS = [AttentionImpl.EXPLICIT, AttentionImpl.FUSED]  # fused: jax.nn.dot_product_attention
 train_call = nnx.jit(lambda m, t, p: m(t, p, training=True)[0])  # as the train step calls it

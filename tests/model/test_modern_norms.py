@@ -24,7 +24,7 @@ from transformer_jax.model.attention import Mask
 from transformer_jax.model.norms import NORM_EPSILON, BatchNorm
 from transformer_jax.studies.study import load_study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BATCH, LENGTH, D_MODEL, HEADS = 2, 6, 16, 2
 HEAD_DIM = D_MODEL // HEADS
 
@@ -293,7 +293,7 @@ def test_cli_bad_norm_values_exit_2_with_one_error_line(tmp_path, tj_data_dir):
 
 
 def test_qk_norm_study_is_complete_at_every_size():
-    """(tests/test_sweep.py checks the other experiment files this way.)"""
+    """(tests/studies/test_sweep.py checks the other experiment files this way.)"""
     for size in ("tiny", "default", "large"):
         study = load_study(REPO / "experiments" / "qk_norm.py", size)
         assert study.claim and study.published and study.expectations

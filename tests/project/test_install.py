@@ -24,7 +24,7 @@ import transformer_jax
 from test_readme_example import readme_example
 from transformer_jax.train import workdir as workdir_lib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Newer JAX releases the ranges must admit: the GPU image's (README "On a GPU") and the next minor.
 NEWER_JAX = ("0.11.2", "0.12.0")
 
@@ -82,8 +82,8 @@ def test_every_requirement_is_pinned_in_constraints_and_the_pin_is_in_range():
 # The floors of the JAX stack in setup.py, checked together on 2026-12-01 (35 passed, no
 # DeprecationWarning): in a fresh venv, `pip install jax==0.10.0 jaxlib==0.10.0 flax==0.12.7
 # optax==0.2.5 orbax-checkpoint==0.11.31 pytest hypothesis .`, then from the repo root that venv's
-# `python -m pytest -W error::DeprecationWarning tests/test_readme_example.py
-# tests/test_checkpointing.py tests/test_positions.py tests/test_workdir_compat.py`.
+# `python -m pytest -W error::DeprecationWarning tests/project/test_readme_example.py
+# tests/train/test_checkpointing.py tests/model/test_positions.py tests/train/test_workdir_compat.py`.
 # flax 0.12.0 failed there (imports jax._src.core.mutable_array, gone in jax 0.10).
 CHECKED_FLOORS = {"jax": "0.10.0", "jaxlib": "0.10.0", "flax": "0.12.7", "optax": "0.2.5",
                   "orbax-checkpoint": "0.11.31"}

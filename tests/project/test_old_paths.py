@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MOVED = {"transformer_jax.study": ("transformer_jax.studies.study", "Study"),
          "transformer_jax.probes": ("transformer_jax.studies.analysis.probes", "score_scale"),
          "transformer_jax.attention": ("transformer_jax.model.attention", "MultiHeadAttention"),

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 HEADING = "## Use the modules"
 
 

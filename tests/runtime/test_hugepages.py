@@ -8,7 +8,7 @@ from pathlib import Path
 
 from transformer_jax.runtime import hugepages
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GLIBC = (2, 36)
 
 

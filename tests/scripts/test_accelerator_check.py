@@ -8,7 +8,7 @@ from pathlib import Path
 
 from helpers_train import BACKGROUND_RUNS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # Run from the start of the session, while other tests run (helpers_train.BackgroundRuns).
 BACKGROUND = {"accelerator_smoke": (("test_smoke_checks_every_path",), lambda paths: (
     [sys.executable, str(REPO / "scripts" / "accelerator_check.py"), "--smoke"], 240))}

@@ -10,7 +10,7 @@ import numpy as np
 
 from helpers_train import BACKGROUND_RUNS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BENCHMARK = str(REPO / "scripts" / "benchmark.py")
 TIMEOUT_S = 170  # ~40 s on an idle 2-core machine; the bound is for a loaded one
 KEYS = ("charlm_wall_ratio_vs_torch", "charlm_val_loss", "charlm_torch_val_loss", "midsize_mfu",

@@ -13,7 +13,7 @@ from bench import op_profile
 
 from helpers_train import BACKGROUND_RUNS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # Run from the start of the session, while other tests run (helpers_train.BackgroundRuns).
 BACKGROUND = {"ops_smoke": (("test_ops_smoke_prints_a_kernel_table",), lambda paths: (
     [sys.executable, str(REPO / "scripts" / "benchmark.py"), "ops", "charlm", "--smoke",

@@ -10,7 +10,7 @@ import hypothesis
 
 import randomized_tests
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def test_the_script_explores_every_file_that_uses_hypothesis():

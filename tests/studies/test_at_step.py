@@ -15,7 +15,7 @@ from transformer_jax.studies.loading import load_study
 from transformer_jax.studies.study import Comparison, Expectation, Measure
 from transformer_jax.train.loop import _train_scalars
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
 def _run(points, state="finished"):

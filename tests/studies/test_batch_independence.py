@@ -12,7 +12,7 @@ from transformer_jax.studies import report, sweep
 from transformer_jax.studies.analysis import batch_independence as bi
 from transformer_jax.studies.study import load_study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

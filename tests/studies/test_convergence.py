@@ -11,7 +11,7 @@ from transformer_jax.studies import convergence, report
 from transformer_jax.studies.loading import load_config
 from transformer_jax.studies.study import Comparison, Expectation, Study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_seed_mean_curve_averages_each_step_over_the_seeds_that_have_it():

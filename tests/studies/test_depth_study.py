@@ -15,7 +15,7 @@ from transformer_jax.studies import study as study_lib
 from transformer_jax.studies.loading import load_module
 from transformer_jax.train import check_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("size", ["tiny", "default", "large"])

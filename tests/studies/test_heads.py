@@ -15,7 +15,7 @@ from transformer_jax.data import DataError, synthetic
 from transformer_jax.model.transformer import count_params
 from transformer_jax.studies.study import Study, load_module, load_study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "experiments/heads.py"
 
 

@@ -11,7 +11,7 @@ from transformer_jax.studies.analysis import head_importance, head_roles
 from transformer_jax.studies.study import load_module, load_study
 from transformer_jax.train import cli
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "experiments/induction.py"
 
 

@@ -14,7 +14,7 @@ from transformer_jax.studies import sweep
 from transformer_jax.data import DataError, synthetic
 from transformer_jax.studies.study import Study, load_study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "experiments/length_generalization.py"
 
 

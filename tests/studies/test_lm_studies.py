@@ -13,7 +13,7 @@ from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.config import ConfigError
 from transformer_jax.studies.study import load_study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
 LM_STUDIES = ("lm_positions", "lm_scaling", "lm_bfloat16", "lm_heads")
 

@@ -25,7 +25,7 @@ from transformer_jax.train import workdir as workdir_lib
 
 from tiny_study import tiny_study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "experiments" / "results"
 README = REPO / "README.md"
 INPUTS = ("_" + record.FILE, "_summary.csv", "_" + provenance.FILE, "_" + preregistration.FILE)

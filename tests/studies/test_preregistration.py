@@ -11,7 +11,7 @@ import pytest
 from transformer_jax.studies import preregistration
 from transformer_jax.studies.study import load_study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RESULTS, EXPERIMENTS = REPO / "experiments" / "results", REPO / "experiments"
 
 

@@ -20,7 +20,7 @@ from transformer_jax.config import ConfigError
 from transformer_jax.studies.study import Comparison, Expectation, Verdict, load_study
 from tiny_study import tiny_study, tiny_study_sharing
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = sorted(p.stem for p in (REPO / "experiments").glob("[!_]*.py"))  # every one of them
 assert len(EXPERIMENTS) >= 8, EXPERIMENTS
 

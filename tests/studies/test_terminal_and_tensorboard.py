@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOISE = ("backend 'tpu'", "Unknown size", "Downloading and preparing", "Using custom data "
          "configuration", "Reusing dataset")
 STEP_LINE = re.compile(r"step \d+/6 ")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from helpers_train import SYNTHETIC, main_args, run_main
 
-OLD = Path(__file__).resolve().parent / "data" / "workdir_8503efe"  # finished at step 20
+OLD = Path(__file__).resolve().parents[1] / "fixtures" / "workdir_8503efe"  # finished at step 20
 
 
 def test_a_workdir_from_before_the_move_trains_on(tmp_path):

@@ -16,7 +16,7 @@ import pytest
 
 from helpers_train import BACKGROUND_RUNS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 120
 NUM_DEVICES = 2
 

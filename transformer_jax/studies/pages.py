@@ -158,7 +158,7 @@ def preregistered(entry: Entry, record: Optional[dict[str, Any]], file_name: str
         lines += [
             f"- **Judged with:** fingerprint `{record['fingerprint']}` of "
             f"`{record['experiment']}` at `--size={record['size']}` (`Study.fingerprint`: claim, "
-            f"variants, seeds, metrics, expectations and base config); tests/"
+            f"variants, seeds, metrics, expectations and base config); tests/studies/"
             f"test_preregistration.py fails when the experiment file's fingerprint moves.",
             f"- **Expectations committed in:** `{record['expectations_commit']}`{changed}; the "
             f"results from the code at `{code}` (`git log` shows which came first)."]

@@ -3,7 +3,7 @@
 A study's design (claim, variants, seeds, metrics, expectations and thresholds, base config) has
 a fingerprint (`Study.fingerprint`). Each report writes `preregistration.json` beside the
 verdict: that fingerprint, the size, and the commit that last changed the experiment file (the
-expectations as committed before the run). tests/test_preregistration.py then fails when a
+expectations as committed before the run). tests/studies/test_preregistration.py then fails when a
 committed verdict's fingerprint differs from its experiment file's today, so moving a threshold
 after a result forces a re-run and a new results commit; and when the expectations' commit
 holds results too, or does not come before the code that produced them.

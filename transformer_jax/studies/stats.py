@@ -4,7 +4,7 @@ Each interval takes per-seed values on the last axis (any leading axes: the cove
 thousands of simulated studies at once) and returns (low, high). A verdict is settled only by a
 95 % interval that covers 95 % of the time at 3 seeds (for normal or mildly skewed per-seed
 values): Student-t intervals. A percentile bootstrap over 3 seeds never leaves their range and
-covered the mean 74 % of the time; tests/test_interval_coverage.py measures both.
+covered the mean 74 % of the time; tests/studies/test_interval_coverage.py measures both.
 """
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def decide(low: float, high: float, accepted: tuple[float, float]) -> Verdict:
     """Holds if the interval lies inside the accepted region, fails if it misses it. The region
     is closed: an interval that starts exactly on a lower threshold or ends exactly on an upper
     one holds; one that touches a threshold from outside shares that point with the region and
-    is inconclusive (tests/test_verdict_boundaries.py)."""
+    is inconclusive (tests/studies/test_verdict_boundaries.py)."""
     lo, hi = accepted
     if lo <= low and high <= hi:
         return Verdict.HOLDS

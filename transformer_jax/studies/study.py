@@ -345,7 +345,7 @@ class Study:
 
     def fingerprint(self) -> str:
         """sha256 of `design()` (canonical JSON): a results page carries the fingerprint it was
-        judged with, and tests/test_preregistration.py fails when the experiment file's
+        judged with, and tests/studies/test_preregistration.py fails when the experiment file's
         fingerprint has moved since, so a changed expectation forces a new run."""
         text = json.dumps(self.design(), sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -251,7 +251,7 @@ def make_logged_multi_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
     2 microbatches, on a 2-CPU Intel Xeon) the compile went from 6.5 s and a 819 MiB peak to
     4.9 s and 632 MiB, and loading it from the compilation cache from a 540 to a 419 MiB peak,
     at the same ms per step (measured carrying every gradient; now only the layers' are carried).
-    Training is that of the two-body program to float rounding (tests/test_benchmark_smoke.py),
+    Training is that of the two-body program to float rounding (tests/scripts/test_benchmark_smoke.py),
     and bitwise for every committed study with steps_per_call > 1 (checked when it changed), so
     their results stand.
     """
