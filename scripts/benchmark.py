@@ -194,7 +194,7 @@ def _suite(args) -> int:
     import jax
     jax.config.update("jax_enable_compilation_cache", False)  # compile times must be real
     from bench import measure
-    from transformer_jax.train import hugepages
+    from transformer_jax.runtime import hugepages
 
     size = SIZES["smoke" if args.smoke else "quick" if args.quick else "full"]
     run, mid = _charlm_run(size, args.microbatches), measure.Midsize(**size.midsize)
@@ -422,6 +422,6 @@ def _rows(rows) -> None:
 
 
 if __name__ == "__main__":
-    from transformer_jax.train import hugepages
+    from transformer_jax.runtime import hugepages
     hugepages.reexec_if_useful()  # as the trainer runs (both contenders share the process)
     sys.exit(main())

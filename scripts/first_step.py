@@ -34,7 +34,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # this checkout's package, as the measured process (cwd REPO) uses
-from transformer_jax.train import compile_memory  # noqa: E402
+from transformer_jax.runtime import compile_memory  # noqa: E402
 SHARED_TEXT = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
 
 # Runs inside the measured process, before main's imports: stamps each stage and sums JAX's
@@ -42,7 +42,7 @@ SHARED_TEXT = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
 HOOK = r"""
 import json, os, resource, sys, time
 T = {"python": time.time()}  # after a huge-page re-exec: the second interpreter's start
-from transformer_jax.train import hugepages
+from transformer_jax.runtime import hugepages
 hugepages.reexec_if_useful()  # as main does, first
 import runpy
 from collections import defaultdict

@@ -15,12 +15,9 @@ import warnings
 from typing import Any, Callable
 
 
-def moved(old: str, new: str, warn: bool = True
-          ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """(`__getattr__`, `__dir__`) for the module `old`, which now lives at `new`; `warn=False`
-    only while the repository's own scripts still use `old` (a script is `__main__`, where
-    Python shows a DeprecationWarning, and its one-line errors are tested on stderr)."""
-    warned = not warn
+def moved(old: str, new: str) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """(`__getattr__`, `__dir__`) for the module `old`, which now lives at `new`."""
+    warned = False
 
     def __getattr__(name: str) -> Any:
         nonlocal warned

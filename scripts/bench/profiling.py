@@ -156,7 +156,7 @@ def _make_runner(kind: str, text_path: str, data_dir: str, model_settings: dict[
                 jax.device_get(metrics)
         return run_scan, digest
 
-    from transformer_jax.train import compile_memory
+    from transformer_jax.runtime import compile_memory
     compile_memory.reuse_large_buffers()  # as the trainer does at one step per call
 
     def run_steps(n):

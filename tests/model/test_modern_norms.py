@@ -257,9 +257,10 @@ def test_bad_values_fail_with_one_line_naming_the_choices(model, fragments, abse
         assert fragment not in message, (fragment, message)
 
 
-def test_a_plain_string_norm_type_is_refused():
-    with pytest.raises(ConfigError, match="NormType.DYT"):
-        tiny_config(norm_type="dyt")
+def test_a_norm_type_given_as_a_string_is_parsed_and_a_bad_one_refused():
+    assert tiny_config(norm_type="dyt").norm_type is NormType.DYT
+    with pytest.raises(ConfigError, match="model.norm_type='dy' is not one of: layernorm"):
+        tiny_config(norm_type="dy")
 
 
 CLI_CASES = {

@@ -164,8 +164,11 @@ def check_inputs(cfg: ModelConfig, tokens: Array, padding_mask: Optional[Array])
     if padding_mask is not None and tuple(padding_mask.shape) != tuple(tokens.shape):
         raise ValueError(f"padding_mask has shape {tuple(padding_mask.shape)}; it must be "
                          f"[batch, length] = {list(tokens.shape)}, like tokens")
-    if tokens.size and not isinstance(tokens, jax.core.Tracer):
-        ids = np.asarray(tokens)  # numpy: inside a trace, jnp.min of a constant is a tracer
+    try:  # numpy: a traced value cannot be read (and jnp.min of a constant is traced)
+        ids = np.asarray(tokens)
+    except jax.errors.TracerArrayConversionError:
+        return
+    if ids.size:
         low, high = int(ids.min()), int(ids.max())
         if low < 0 or high >= cfg.vocab_size:
             bad = low if low < 0 else high

@@ -8,6 +8,4 @@ from transformer_jax._moved import moved
 if TYPE_CHECKING:  # what a type checker sees here: the module it moved to
     from transformer_jax.runtime.compile_memory import *  # noqa: F401,F403
 
-# Silent for now: scripts/ (benchmark.py, first_step.py, bench/profiling.py) still imports this
-# path and is being changed separately; warn=True once it imports transformer_jax.runtime.
-__getattr__, __dir__ = moved(__name__, "transformer_jax.runtime.compile_memory", warn=False)
+__getattr__, __dir__ = moved(__name__, "transformer_jax.runtime.compile_memory")
