@@ -45,19 +45,16 @@ def base_config() -> ml_collections.ConfigDict:
     return config
 
 
+# The seconds-long smoke size of any config (the `tiny` config argument), as settings.
+TINY = {"model.d_model": 32, "model.num_heads": 2, "model.num_layers": 2, "model.d_ff": 64,
+        "train.num_steps": 20, "train.batch_size": 8, "train.warmup_steps": 5,
+        "train.log_every": 5, "train.eval_every": 10, "train.checkpoint_every": 10,
+        "train.eval_batches": 2, "data.num_train": 512, "data.num_eval": 64}
+
+
 def tiny(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-    """Seconds-long smoke size of any config (the `tiny` config argument)."""
-    config.model.d_model = 32
-    config.model.num_heads = 2
-    config.model.num_layers = 2
-    config.model.d_ff = 64
-    config.train.num_steps = 20
-    config.train.batch_size = 8
-    config.train.warmup_steps = 5
-    config.train.log_every = 5
-    config.train.eval_every = 10
-    config.train.checkpoint_every = 10
-    config.train.eval_batches = 2
-    config.data.num_train = 512
-    config.data.num_eval = 64
+    """`config` at the `tiny` size (TINY's settings), returned."""
+    for key, value in TINY.items():
+        section, field = key.split(".")
+        config[section][field] = value
     return config
