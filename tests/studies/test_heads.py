@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer_jax.train import cli
 from transformer_jax.studies.analysis import head_importance, head_roles
 from transformer_jax.studies import sweep
 from transformer_jax.data import DataError, synthetic
@@ -19,9 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "experiments/heads.py"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _compilation_cache():
-    cli.enable_compilation_cache()
+# conftest's session fixture: JAX's persistent compilation cache, as main enables it
+pytestmark = pytest.mark.usefixtures("compilation_cache")
 
 
 def test_lag_bits_spells_the_bits_at_the_lags_cyclically():

@@ -9,15 +9,13 @@ from transformer_jax.data import synthetic
 from transformer_jax.studies import sweep
 from transformer_jax.studies.analysis import head_importance, head_roles
 from transformer_jax.studies.study import load_module, load_study
-from transformer_jax.train import cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "experiments/induction.py"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _compilation_cache():
-    cli.enable_compilation_cache()
+# conftest's session fixture: JAX's persistent compilation cache, as main enables it
+pytestmark = pytest.mark.usefixtures("compilation_cache")
 
 
 @pytest.mark.parametrize("size", ["tiny", "default", "large"])

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.train import cli
 from transformer_jax.studies import report
 from transformer_jax.studies import plan as plan_lib
 from transformer_jax.studies import provenance
@@ -25,9 +24,8 @@ EXPERIMENTS = sorted(p.stem for p in (REPO / "experiments").glob("[!_]*.py"))  #
 assert len(EXPERIMENTS) >= 8, EXPERIMENTS
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _compilation_cache():
-    cli.enable_compilation_cache()
+# conftest's session fixture: JAX's persistent compilation cache, as main enables it
+pytestmark = pytest.mark.usefixtures("compilation_cache")
 
 
 def _hashes(root: Path) -> dict[str, str]:
