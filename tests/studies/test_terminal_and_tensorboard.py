@@ -327,3 +327,16 @@ def test_the_sweeps_lines_say_where_the_images_are_over_40_runs():
     assert len(many) == 5 and many[2].startswith("  a  http") and "a/[^/]*/seed_" in many[2]
     few = terminal.tensorboard_lines("runs/norm", [study("norm_placement", 5)], False)
     assert len(few) == 3 and "runFilter=^((.*/)?norm/)?[^/]*/seed_" in few[-1]
+
+
+@pytest.mark.parametrize("study, short", [("scaling", "holds"), ("qk_norm", "partly holds"),
+                                          ("lm_head_roles", "not judged")])
+def test_the_summary_verdict_is_the_records_overall_words(study, short):
+    """The summary table's verdict cell comes from the record's counts, not from its rendered
+    sentence: a study without expectations says 'not judged' (the phrase scan printed the whole
+    'Verdict: the claim is not judged on this run' there)."""
+    from transformer_jax.studies import terminal
+
+    verdict = terminal.read_verdict(REPO / "experiments" / "results" / f"{study}_verdict.json")
+    assert verdict.short == short
+    assert terminal.read_verdict(REPO / "no_such_verdict.json").short == "-"

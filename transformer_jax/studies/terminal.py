@@ -73,6 +73,7 @@ class StudyVerdict:
 
     overall: str
     expectations: list[tuple[str, str]]  # (verdict, expected outcome in words)
+    short: str = "-"  # the overall verdict in words: 'partly holds', 'not judged'
 
     def count(self, word: str) -> int:
         return sum(v.startswith(word) for v, _ in self.expectations)
@@ -87,7 +88,7 @@ def read_verdict(path: Path) -> StudyVerdict:
         return StudyVerdict("", [])
     overall = verdict_text.overall_line(found).replace("**", "")
     expectations = [(verdict_text.verdict_words(row), row["text"]) for row in found["expectations"]]
-    return StudyVerdict(overall, expectations)
+    return StudyVerdict(overall, expectations, found["counts"]["overall"].removeprefix("is "))
 
 
 def runs_url(query: dict[str, str], port: int = TENSORBOARD_PORT) -> str:
@@ -250,7 +251,7 @@ class JobProgress:
         for name, (study, _) in self.studies.items():
             verdict = self.verdicts.get(name)
             counts = [str(verdict.count(w)) if verdict else "-" for w in VERDICT_WORDS]
-            overall = (_short_verdict(verdict.overall) if verdict else "not reported (runs left)")
+            overall = verdict.short if verdict else "not reported (runs left)"
             rows.append([name, str(len(study.variants)), str(self.diverged.get(name, 0)),
                          *counts, overall])
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -272,12 +273,3 @@ class JobProgress:
                                       Path(logdir).resolve() != self.studies[studies[0].name][1].resolve())
         for line in tensorboard_lines(logdir, studies, multi):
             self.print(line)
-
-
-def _short_verdict(overall: str) -> str:
-    """'Verdict: the claim partly holds on this run (...)' -> 'partly holds'."""
-    text = overall.split("(")[0]
-    for phrase in ("partly holds", "does not hold", "is inconclusive", "holds"):
-        if phrase in text:
-            return phrase.removeprefix("is ")
-    return text.strip() or "-"
