@@ -21,6 +21,7 @@ import ml_collections
 import numpy as np
 
 from transformer_jax.config import ADDED_FIELDS, IN_EVERY_FINGERPRINT, ConfigError
+from transformer_jax.studies import judged_code
 from transformer_jax.studies.loading import STUDY_SIZES, load_config, load_module, load_study
 from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEEDS, Verdict, decide,
                                            difference_interval, interval_of_mean, mean_interval,
@@ -328,7 +329,18 @@ class Study:
         """What the study commits to before it runs, as plain values: the claim, the variants,
         the seeds, the metrics, every expectation and threshold, and the base config (without
         the machine's paths: data.data_dir, data.text_path; nor the config fields added since
-        fingerprints existed, at the value older designs had: config.ADDED_FIELDS)."""
+        fingerprints existed, at the value older designs had: config.ADDED_FIELDS), and what
+        the analyses judge (their checks' thresholds and tests: judged_code.describe)."""
+        design = {"claim": self.claim, "metrics": list(self.metrics),
+                  "expectations": [_expectation_design(e) for e in self.expectations],
+                  **self.training_design()}
+        if self.analyses:  # their checks' thresholds and tests are part of the judgement
+            design["analyses"] = judged_code.describe(list(self.analyses))
+        return design
+
+    def training_design(self) -> dict[str, Any]:
+        """What was trained: the variants, the seeds and the base config (design() without the
+        claim, metrics, expectations and analyses: what the runs themselves depend on)."""
         base = self.base.to_dict()
         base["data"] = {k: v for k, v in base["data"].items() if k not in MACHINE_FIELDS}
         for dotted, default in ADDED_FIELDS.items():
@@ -338,17 +350,19 @@ class Study:
             fields = base.get(section, {})
             if leaf in fields and type(fields[leaf]) is type(default) and fields[leaf] == default:
                 del fields[leaf]
-        return {"claim": self.claim, "variants": {v: dict(o) for v, o in self.variants.items()},
-                "seeds": list(self.seeds), "metrics": list(self.metrics),
-                "expectations": [_expectation_design(e) for e in self.expectations],
-                "base": base}
+        return {"variants": {v: dict(o) for v, o in self.variants.items()},
+                "seeds": list(self.seeds), "base": base}
 
     def fingerprint(self) -> str:
         """sha256 of `design()` (canonical JSON): a results page carries the fingerprint it was
         judged with, and tests/studies/test_preregistration.py fails when the experiment file's
-        fingerprint has moved since, so a changed expectation forces a new run."""
-        text = json.dumps(self.design(), sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        fingerprint has moved since, so a changed expectation forces a new judgement."""
+        return _sha(self.design())
+
+    def training_fingerprint(self) -> str:
+        """sha256 of `training_design()`: runs trained under one training fingerprint can be
+        judged again under another design's expectations (an amendment) without re-training."""
+        return _sha(self.training_design())
 
     def probe_markdown(self, root: Path) -> str:
         """The step-0 probes' markdown (their plots go into `root`), computed once and kept in
@@ -368,6 +382,11 @@ def study_schedule(config: ml_collections.ConfigDict, steps: int, **train: Any) 
     config.train.update(num_steps=steps, warmup_steps=steps // 10, eval_every=max(steps // 10, 1),
                         log_every=max(steps // 50, 1), checkpoint_every=steps)
     config.train.update(**train)
+
+
+def _sha(design: dict[str, Any]) -> str:
+    text = json.dumps(design, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _set(config: ml_collections.ConfigDict, dotted: str, value: Any) -> None:
