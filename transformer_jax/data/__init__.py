@@ -20,7 +20,7 @@ from transformer_jax.data import synthetic, text
 from transformer_jax.data.batching import FORMATS, PAD_ID, Batch, DataError, Dataset
 
 __all__ = ["DataConfig", "DataError", "Dataset", "Batch", "FORMATS", "KINDS", "PAD_ID", "TASKS",
-           "default_config", "default_data_dir", "make_dataset"]
+           "chance_accuracy", "default_config", "default_data_dir", "make_dataset"]
 
 KINDS = ("synthetic", "text")
 TASKS = synthetic.TASKS
@@ -30,6 +30,15 @@ def default_config() -> ml_collections.ConfigDict:
     """The `data` sub-config with every field this package reads (its public contract), at the
     defaults `DataConfig` declares: the `data` section of every config file starts from these."""
     return ml_collections.ConfigDict({f.name: f.default for f in dataclasses.fields(DataConfig)})
+
+
+def chance_accuracy(cfg) -> float | None:
+    """eval/accuracy of a uniform guess on the `data` config's task; None where it is not known
+    without reading the data (text: its alphabet is the file's)."""
+    if cfg.get("kind", DataConfig.kind) != "synthetic":
+        return None
+    return synthetic.chance_accuracy(cfg.get("task", DataConfig.task),
+                                     cfg.get("vocab_size", DataConfig.vocab_size))
 
 
 def default_data_dir() -> str:

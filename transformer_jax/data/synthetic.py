@@ -52,6 +52,16 @@ ORDER_A, ORDER_B = 1, 2
 LAGS = (1, 2, 3, 4)  # lag_bits: y_i spells the bits at these lags back from i
 
 
+def chance_accuracy(task: str, num_symbols: int) -> float:
+    """The accuracy of a uniform guess over the answers `task` can have: the level below which
+    no model falls by failing to learn (a study counts a diverged run at most as this)."""
+    if task in POOLED_TASKS:
+        return 1 / 2  # order: a yes/no label
+    if task == "lag_bits":
+        return 1 / 2 ** len(LAGS)  # one of the 2^len(LAGS) bit patterns
+    return 1 / num_symbols  # an output is one of the symbols
+
+
 class Examples(NamedTuple):
     x: np.ndarray        # int32 [N, max_len], right-padded with 0
     y: np.ndarray        # int32 [N, max_len] targets, or [N, 1] labels for a pooled task

@@ -19,15 +19,18 @@ def load_config(path: str | Path, arg: str = "") -> ml_collections.ConfigDict:
     return load_module(path).get_config(arg)
 
 
-def load_study(path: str | Path, size: str = "default"):
-    """`get_study(size)` of an experiment file: a `transformer_jax.studies.study.Study`."""
+def load_study(path: str | Path, size: str = "default", judgeable: bool = True):
+    """`get_study(size)` of an experiment file: a `transformer_jax.studies.study.Study`. With
+    `judgeable`, one whose expectations hold or fail by construction is refused
+    (Study.refuse_unjudgeable); without, it loads as written (an old design read from git)."""
     if size not in STUDY_SIZES:
         raise ConfigError(f"--size={size!r} is not one of: {', '.join(STUDY_SIZES)}")
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"--experiment={str(path)!r} is not a file; experiments: "
                           f"{', '.join(sorted(p.name for p in path.parent.glob('*.py'))) or 'none found'}")
-    return load_module(path).get_study(size)
+    study = load_module(path).get_study(size)
+    return study.refuse_unjudgeable() if judgeable else study
 
 
 def load_module(path: str | Path):

@@ -31,7 +31,7 @@ from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEED
                                            unbounded_note)
 
 __all__ = [  # the experiment-file API
-    "CONFIDENCE", "Comparison", "Expectation", "FLATTENED_ADDED", "FLAT_ACCURACY",
+    "CONFIDENCE", "Comparison", "Expectation", "chance_accuracy", "FLATTENED_ADDED", "FLAT_ACCURACY",
     "INTERVAL_METHOD", "Judgement", "MAX_SEEDS", "Measure", "RATES", "STUDY_SIZES", "Study",
     "Verdict", "decide", "difference_interval", "flattened", "interval_of_mean", "load_config",
     "load_module", "load_study", "mean_interval", "mean_over_seeds", "rate_interval",
@@ -43,6 +43,12 @@ class Comparison(enum.Enum):
     BETTER = "better"  # mean of `a` beats mean of `b` by at least `margin`
     WITHIN = "within"  # |mean a − mean b| <= margin · |mean b|  (relative)
     AT_MOST = "at_most"  # mean of `a` <= margin (absolute), e.g. accuracy stuck at chance
+    AT_LEAST = "at_least"  # mean of `a` >= margin (absolute), e.g. a gradient ratio kept up
+    # `a` beats `b` by at least a factor `margin` (> 1): judged on the log scale, where a
+    # heavy-tailed positive quantity (a max logit, a gradient norm) is near normal: the mean
+    # over seeds of log(a/b) (per seed if paired), its t interval, back-transformed for the page
+    # (the geometric mean ratio). Lower is better: the factor is b/a.
+    RATIO = "ratio"
     # All-or-nothing outcomes, judged as a rate, not a mean: a run of `a` fails when it diverged
     # or its final value is on the wrong side of `threshold` (below it if higher_is_better, above
     # it if not); `margin` bounds the fraction of `a`'s runs that fail.
@@ -125,7 +131,7 @@ class Expectation:
         if self.measure is not Measure.FINAL and self.at_step is not None:
             raise ConfigError(f"expectation {self.text!r}: at_step={self.at_step} goes with "
                               f"Measure.FINAL, not {self.measure}")
-        two = self.comparison in (Comparison.BETTER, Comparison.WITHIN)
+        two = self.comparison in (Comparison.BETTER, Comparison.WITHIN, Comparison.RATIO)
         if two != (self.b is not None):
             raise ConfigError(f"expectation {self.text!r}: comparison {self.comparison.value} "
                               f"{'needs' if two else 'takes no'} b= (the other variant)")
@@ -149,6 +155,9 @@ class Expectation:
         if self.comparison is Comparison.WITHIN and self.margin < 0:
             raise ConfigError(f"expectation {self.text!r}: margin={self.margin} is a relative "
                               "gap |mean a − mean b|/|mean b|, >= 0")
+        if self.comparison is Comparison.RATIO and self.margin <= 0:
+            raise ConfigError(f"expectation {self.text!r}: margin={self.margin} is a factor "
+                              "(a ratio of a to b), > 0")
         if rate and not 0.0 <= self.margin <= 1.0:
             raise ConfigError(f"expectation {self.text!r}: margin={self.margin} is a fraction of "
                               "runs, between 0 and 1")
@@ -158,7 +167,8 @@ class Expectation:
 
     def accepted(self) -> tuple[float, float]:
         """The region of `effect` that supports the expectation."""
-        if self.comparison in (Comparison.BETTER, Comparison.FAIL_RATE_AT_LEAST):
+        if self.comparison in (Comparison.BETTER, Comparison.FAIL_RATE_AT_LEAST,
+                               Comparison.AT_LEAST, Comparison.RATIO):
             return self.margin, math.inf
         if self.comparison is Comparison.WITHIN:
             return -self.margin, self.margin
@@ -216,6 +226,9 @@ class Expectation:
         if any(np.isnan(x).any() for x in samples):
             return Judgement(Verdict.INCONCLUSIVE, effect=math.nan, low=-math.inf, high=math.inf,
                              note="every run diverged: set Expectation.worst", **base)
+        if self.comparison is Comparison.RATIO and any((x <= 0).any() for x in samples):
+            return Judgement(Verdict.INCONCLUSIVE, effect=math.nan, low=-math.inf, high=math.inf,
+                             note="a ratio needs positive values: a value is ≤ 0", **base)
         effect, low, high = (float(x) for x in self._interval(samples, paired))
         verdict = decide(low, high, self.accepted())
         note = (self._why_inconclusive(samples, effect, low, high)
@@ -229,13 +242,21 @@ class Expectation:
         n = min(map(len, samples))
         if n >= 2 and not math.isfinite(high - low):
             return unbounded_note(n, seeds_to_bound(samples[-1]), self.variants()[-1])
-        return settle_note(n, seeds_to_settle(n, effect, low, high, self.accepted()))
+        accepted = self.accepted()
+        if self.comparison is Comparison.RATIO:  # the interval is symmetric on the log scale
+            effect, low, high = (math.log(x) for x in (effect, low, high))
+            accepted = (math.log(accepted[0]), accepted[1])
+        return settle_note(n, seeds_to_settle(n, effect, low, high, accepted))
 
     def _interval(self, samples: list[np.ndarray], paired: bool):
         """(effect, low, high) of the comparison's statistic."""
-        if self.comparison is Comparison.AT_MOST:
+        if self.comparison in (Comparison.AT_MOST, Comparison.AT_LEAST):
             return (mean_over_seeds(samples[0]), *mean_interval(samples[0]))
         a, b = samples
+        if self.comparison is Comparison.RATIO:
+            log_a, log_b = (np.log(x) if self.higher_is_better else -np.log(x) for x in (a, b))
+            low, high = difference_interval(log_a, log_b, paired)  # of mean log a − mean log b
+            return tuple(np.exp(x) for x in (np.mean(log_a) - np.mean(log_b), low, high))
         if self.comparison is Comparison.WITHIN:
             return (relative_gap(a, b), *relative_gap_interval(a, b, paired))
         sign = 1.0 if self.higher_is_better else -1.0  # gain: > 0 means `a` is better
@@ -255,6 +276,35 @@ class Expectation:
             if verdict is Verdict.INCONCLUSIVE else ""
         return Judgement(verdict, values={self.a: values}, diverged=diverged, fill={},
                          effect=k / n, low=low, high=high, paired=False, note=note)
+
+
+def chance_accuracy(config: ml_collections.ConfigDict) -> Optional[float]:
+    """eval/accuracy of a uniform guess on the config's task (None: not known without the
+    data): what a diverged run counts as, at most, when divergence is the expected failure."""
+    from transformer_jax import data  # here: the data layer imports TFDS (seconds)
+    return data.chance_accuracy(config.data)
+
+
+def _rate_beyond_seeds(e: Expectation, n: int) -> Optional[str]:
+    """Why a failure-rate expectation cannot hold at `n` seeds (None: it can). With k of n runs
+    failing the Clopper–Pearson interval never reaches 0 or 1 unless k does, so "at most 0 %"
+    cannot hold at any n, "at most 10 %" not below 36 seeds, "at least 50 %" not below 6."""
+    if e.comparison not in RATES:
+        return None
+    at_most = e.comparison is Comparison.FAIL_RATE_AT_MOST
+
+    def can_hold(m: int) -> bool:  # with every run alike, the best case for the expectation
+        return rate_interval(0, m)[1] <= e.margin if at_most else rate_interval(m, m)[0] >= e.margin
+
+    if can_hold(n):
+        return None
+    best = rate_interval(0, n)[1] if at_most else rate_interval(n, n)[0]
+    needed = next((m for m in range(n + 1, MAX_SEEDS + 1) if can_hold(m)), None)
+    return (f"a failure rate {'≤' if at_most else '≥'} {e.margin:.0%} cannot hold at {n} seeds "
+            f"(with {'no' if at_most else 'every'} run failing, its 95 % interval still "
+            f"{'reaches' if at_most else 'starts at'} {best:.0%}): " +
+            (f"it needs {needed} seeds" if needed else
+             f"no number of seeds up to {MAX_SEEDS} can show it"))
 
 
 # The amount of the "flattened" check (issue 32) for the studies whose verdicts say a variant
@@ -310,6 +360,28 @@ class Study:
                               "string, e.g. 'main' or 'lm'")
         if not all(callable(f) for f in self.analyses):
             raise ConfigError(f"study {self.name!r}: analyses must be functions (root, runs) -> markdown")
+
+    def refuse_unjudgeable(self) -> "Study":
+        """ConfigError naming the first expectation that holds or fails by construction (a
+        failure rate the seed count cannot show; a diverged run counted below chance), else
+        self. load_study calls it; reading an old design's fingerprint from history does not."""
+        for e in self.expectations:
+            problem = _rate_beyond_seeds(e, len(self.seeds)) or self._worst_below_chance(e)
+            if problem:
+                raise ConfigError(f"study {self.name!r}: expectation {e.text!r}: {problem}")
+        return self
+
+    def _worst_below_chance(self, e: Expectation) -> Optional[str]:
+        """Why `e` counts a diverged run below chance accuracy (None: it does not). A failed run
+        counted below chance would let an arm at chance "beat" it."""
+        if e.worst is None or not e.metric.startswith("eval/accuracy") or not e.higher_is_better:
+            return None
+        chances = [chance_accuracy(self.config(v, self.seeds[0])) for v in e.variants()]
+        chance = min((c for c in chances if c is not None), default=None)
+        if chance is None or e.worst >= chance - 1e-12:
+            return None
+        return (f"worst={e.worst:g} counts a diverged run below chance accuracy ({chance:.4g}, a "
+                f"uniform guess on its task): count it as chance at most")
 
     def config(self, variant: str, seed: int) -> ml_collections.ConfigDict:
         """The base config with the variant's overrides and the seed applied."""

@@ -53,9 +53,15 @@ def _effect_and_threshold(row: dict[str, Any], comparison: Comparison):
     if comparison is Comparison.WITHIN:
         number = lambda x: f"{x:+.1%}"  # noqa: E731
         return f"{number(effect)} ({a} vs {b})", f"within ±{margin:.1%}", number
+    if comparison is Comparison.RATIO:
+        number = lambda x: f"{x:.4g}×"  # noqa: E731
+        order = f"{a} / {b}" if row["higher_is_better"] else f"{b} / {a}, lower is better"
+        return f"{number(effect)} ({order}, geometric mean over seeds)", f"≥ {number(margin)}", \
+            number
     number = lambda x: f"{x:.4g}"  # noqa: E731
-    if comparison is Comparison.AT_MOST:
-        return f"{number(effect)} (mean of {a})", f"≤ {number(margin)}", number
+    if comparison in (Comparison.AT_MOST, Comparison.AT_LEAST):
+        at = "≤" if comparison is Comparison.AT_MOST else "≥"
+        return f"{number(effect)} (mean of {a})", f"{at} {number(margin)}", number
     order = f"{a} − {b}" if row["higher_is_better"] else f"{b} − {a}, lower is better"
     return f"{number(effect)} ({order})", f"≥ {number(margin)}", number
 
@@ -92,8 +98,13 @@ def overall_line(record: dict[str, Any]) -> str:
 
 
 def notes(record: dict[str, Any]) -> str:
+    ratio = any(row["comparison"] == Comparison.RATIO.value for row in record["expectations"])
+    ratio = (" A ratio is judged on the log scale (the t interval of the mean per-seed log "
+             "ratio), shown back-transformed: the geometric mean ratio and its interval."
+             if ratio else "")
     return (f"Effect: a − b (sign so that > 0 is better), the relative gap (a − b)/|b|, the "
-            f"mean of a, or the fraction of a's runs that fail. Intervals: "
+            f"mean of a, {'the ratio a/b, ' if ratio else ''}or the fraction of a's runs that "
+            f"fail.{ratio} Intervals: "
             f"{record['interval_method']}; with 3 seeds a t interval reaches 2.5 per-seed "
             f"standard deviations either side of the mean. A diverged run counts as the "
             f"expectation's `worst` if it sets one; else as the study's finished value least "
