@@ -70,17 +70,20 @@ def get_study(size: str) -> Study:
             Expectation(f"{deep} layers with residuals beat {deep} without on reverse "
                         "(accuracy ≥ 0.2)", acc, name(True, deep), Comparison.BETTER, 0.2,
                         b=name(False, deep)),
-            Expectation(f"at the start, with residuals at {deep} layers, no run's first layer gets "
-                        f"less than {HIGHWAY_AT_START} of the last layer's gradient norm", RATIO,
-                        name(True, deep), Comparison.FAIL_RATE_AT_MOST, 0.0,
-                        threshold=HIGHWAY_AT_START, at_step=START),
+            # The two "no run's first layer gets less than ..." rates (at most 0 % of runs)
+            # became means (≥ the same bound): a rate of 0 cannot be shown at any seed count
+            # (the amendment below).
+            Expectation(f"at the start, with residuals at {deep} layers, the first layer gets at "
+                        f"least {HIGHWAY_AT_START} of the last layer's gradient norm (mean ratio "
+                        f"≥ {HIGHWAY_AT_START})", RATIO, name(True, deep), Comparison.AT_LEAST,
+                        HIGHWAY_AT_START, at_step=START),
             Expectation(f"at the start, without residuals at {deep} layers, the first layer's "
                         f"gradient norm is under {FADED} of the last's (mean ratio ≤ {FADED})",
                         RATIO, name(False, deep), Comparison.AT_MOST, FADED, at_step=START),
-            Expectation(f"after training, with residuals at {deep} layers, no run's first layer "
-                        f"gets less than {HIGHWAY_AT_END} of the last layer's gradient norm",
-                        RATIO, name(True, deep), Comparison.FAIL_RATE_AT_MOST, 0.0,
-                        threshold=HIGHWAY_AT_END),
+            Expectation(f"after training, with residuals at {deep} layers, the first layer gets "
+                        f"at least {HIGHWAY_AT_END} of the last layer's gradient norm (mean ratio "
+                        f"≥ {HIGHWAY_AT_END})", RATIO, name(True, deep), Comparison.AT_LEAST,
+                        HIGHWAY_AT_END),
             Expectation(f"after training, without residuals at {deep} layers, the ratio stays "
                         f"under {FADED} (mean ≤ {FADED})", RATIO, name(False, deep),
                         Comparison.AT_MOST, FADED),
