@@ -141,7 +141,13 @@ def get_study(size: str) -> Study:
         ),
         amendments=(FLATTENED_ADDED + "; the depth page already showed pre_res still gaining "
                     "≈ 0.04 over its last 50 steps when the amount was fixed (by FLAT_ACCURACY's "
-                    "rule, not by that)",),
+                    "rule, not by that)",
+                    "06bcce4 (issue 49): a diverged run counts as chance accuracy (1/16), no longer "
+                    "as 0, which is below chance. Before, with every res_no_norm_L24 and "
+                    "res_no_norm_warmup_clip_L24 run diverged and counted as 0, 'Post-LN with "
+                    "warm-up beats residuals without a norm given the same warm-up and clipping "
+                    "by at least 0.05' held at 0.063 [0.053, 0.073]: an arm at chance beating "
+                    "runs counted as 0; the other eight verdicts were as now"),
         probes=functools.partial(depth_eval.write_probes, depth=deep),
         suite="depth",
         analyses=(depth_eval.accuracy_by_depth,),
