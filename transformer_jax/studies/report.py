@@ -12,7 +12,7 @@ import csv
 import functools
 import math
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 
 from transformer_jax.train import workdir as workdir_lib
@@ -59,15 +59,24 @@ def write_report(study: Study, root: Path) -> None:
 def study_record(study: Study, runs, probes: str = "",
                  sections: Sequence[Section] = ()) -> dict[str, Any]:
     """What the report measured and judged, as data (record.py)."""
-    rows, verdicts = [], []
-    for e in study.expectations:
-        # every variant: diverged runs count as the study's finished values (default `worst`)
-        judgement = e.judge(judged_values(study, runs, e))
-        verdicts.append(judgement.verdict)
-        rows.append(record_lib.expectation_record(e, judgement))
+    # every variant: diverged runs count as the study's finished values (default `worst`)
+    rows, verdicts = judge_expectations(study, lambda e: judged_values(study, runs, e))
     steps = [run["status"].get("step", 0) for run in runs.values()]
     return record_lib.study_record(study, rows, verdicts, _summary(study, runs), steps, probes,
                                    sections)
+
+
+def judge_expectations(study: Study, values_of: Callable[[Expectation], dict]
+                       ) -> tuple[list[dict[str, Any]], list]:
+    """(each expectation's record row, its verdict): `values_of(e)` gives variant -> seed ->
+    what `e` judges of each run. The one place verdicts are reached, from runs or from the
+    values a record holds (rejudge.py)."""
+    rows, verdicts = [], []
+    for e in study.expectations:
+        judgement = e.judge(values_of(e))
+        verdicts.append(judgement.verdict)
+        rows.append(record_lib.expectation_record(e, judgement))
+    return rows, verdicts
 
 
 def value_at(run: dict[str, Any], metric: str, step: int) -> float:
