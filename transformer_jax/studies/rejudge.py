@@ -77,10 +77,10 @@ def from_record(record: Mapping[str, Any]) -> dict[tuple, Values]:
 def values_for(e: Expectation, study: Study, recorded: dict[tuple, Values],
                summary: dict[str, Values]) -> tuple[Values, str]:
     """What `e` judges of each run, and where it came from ('summary.csv' or 'the record')."""
+    values, source = dict(recorded.get(key(e), {})), "the record"
     if e.measure is Measure.FINAL and e.at_step is None and e.metric in summary:
-        values, source = summary[e.metric], "summary.csv"
-    else:
-        values, source = recorded.get(key(e), {}), "the record"
+        # a tuned arm is in no summary.csv row: its values stay the record's (its choices)
+        values, source = {**values, **summary[e.metric]}, "summary.csv"
     missing = [v for v in e.variants() if set(values.get(v, {})) != set(study.seeds)]
     if missing:
         raise RejudgeError(
@@ -100,7 +100,7 @@ def rejudged_record(study: Study, record: dict[str, Any], summary: dict[str, Val
     new = record_lib.study_record(
         study, rows, verdicts, record["summary"], record["budget"]["steps"], record["probes"],
         [Section.from_json(s) for s in record["analyses"]])
-    for kept in ("precision", "converted"):
+    for kept in ("precision", "converted", "tuning"):
         if kept in record:
             new[kept] = record[kept]
     new["judged"] = {"commit": commit, "from": sources,

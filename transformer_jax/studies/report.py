@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 
 
 from transformer_jax.train import workdir as workdir_lib
-from transformer_jax.studies import convergence
+from transformer_jax.studies import convergence, tuning
 from transformer_jax.studies import record as record_lib
 from transformer_jax.studies import verdict_text
 from transformer_jax.studies.checks import Section, as_section
@@ -59,11 +59,17 @@ def write_report(study: Study, root: Path) -> None:
 def study_record(study: Study, runs, probes: str = "",
                  sections: Sequence[Section] = ()) -> dict[str, Any]:
     """What the report measured and judged, as data (record.py)."""
-    # every variant: diverged runs count as the study's finished values (default `worst`)
-    rows, verdicts = judge_expectations(study, lambda e: judged_values(study, runs, e))
+    # every variant: diverged runs count as the study's finished values (default `worst`);
+    # a tuned arm: each seed's chosen candidate (by training loss, never the judged metric)
+    choices = tuning.choose(study.tuned, study.seeds, runs)
+    rows, verdicts = judge_expectations(
+        study, lambda e: tuning.with_arms(judged_values(study, runs, e), choices))
     steps = [run["status"].get("step", 0) for run in runs.values()]
-    return record_lib.study_record(study, rows, verdicts, _summary(study, runs), steps, probes,
-                                   sections)
+    record = record_lib.study_record(study, rows, verdicts, _summary(study, runs), steps,
+                                     probes, sections)
+    if study.tuned:
+        record["tuning"] = tuning.record(study.tuned, study.variants, choices, runs)
+    return record
 
 
 def judge_expectations(study: Study, values_of: Callable[[Expectation], dict]

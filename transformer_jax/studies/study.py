@@ -347,19 +347,35 @@ class Study:
     # One line each, with the commits: where an expectation or the design was changed after a
     # result had been seen (shown on the study's results page; not part of the fingerprint).
     amendments: tuple[str, ...] = ()
+    # Arms at their own best setting (studies/tuning.py): arm -> its candidate variants, one
+    # chosen per seed by training loss; expectations may name the arm.
+    tuned: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if not self.variants or not self.seeds:
             raise ConfigError(f"study {self.name!r} needs at least one variant and one seed")
+        self._check_tuned()
         for e in self.expectations:
             for v in filter(None, (e.a, e.b)):
-                if v not in self.variants:
-                    raise ConfigError(f"expectation names variant {v!r}; variants: {', '.join(self.variants)}")
+                if v not in self.variants and v not in self.tuned:
+                    raise ConfigError(f"expectation names variant {v!r}; variants: "
+                                      f"{', '.join([*self.variants, *self.tuned])}")
         if not isinstance(self.suite, str) or not self.suite:
             raise ConfigError(f"study {self.name!r}: suite={self.suite!r} must be a non-empty "
                               "string, e.g. 'main' or 'lm'")
         if not all(callable(f) for f in self.analyses):
             raise ConfigError(f"study {self.name!r}: analyses must be functions (root, runs) -> markdown")
+
+    def _check_tuned(self) -> None:
+        for arm, candidates in self.tuned.items():
+            if arm in self.variants:
+                raise ConfigError(f"study {self.name!r}: tuned arm {arm!r} is also a variant: "
+                                  "name the arm apart from its candidates")
+            unknown = [c for c in candidates if c not in self.variants]
+            if unknown or len(candidates) < 2:
+                raise ConfigError(f"study {self.name!r}: tuned arm {arm!r} needs two or more "
+                                  f"candidates among the variants; not variants: "
+                                  f"{', '.join(unknown) or 'none'} ({len(candidates)} given)")
 
     def refuse_unjudgeable(self) -> "Study":
         """ConfigError naming the first expectation that holds or fails by construction (a
@@ -406,6 +422,8 @@ class Study:
         design = {"claim": self.claim, "metrics": list(self.metrics),
                   "expectations": [_expectation_design(e) for e in self.expectations],
                   **self.training_design()}
+        if self.tuned:  # which runs an arm's verdicts may choose from
+            design["tuned"] = {arm: list(c) for arm, c in self.tuned.items()}
         if self.analyses:  # their checks' thresholds and tests are part of the judgement
             design["analyses"] = judged_code.describe(list(self.analyses))
         return design

@@ -10,6 +10,7 @@ from transformer_jax.studies.study import RATES, Comparison, Measure
 
 VERDICT_HEADER = ["expected", "per-seed values", "effect", "95 % interval", "threshold", "verdict"]
 PROBES_TITLE, ANALYSIS_TITLE = "## Step-0 probes (no training)", "## Analysis"
+TUNING_TITLE = "## Tuned arms"
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -112,6 +113,26 @@ def notes(record: dict[str, Any]) -> str:
             f"inconclusive. A failure rate counts a diverged run as failed.")
 
 
+def tuning_lines(record: dict[str, Any]) -> list[str]:
+    """'## Tuned arms': per arm its grid and each seed's chosen candidate (none: [])."""
+    if not record.get("tuning"):
+        return []
+    lines = [TUNING_TITLE, ""]
+    for arm, t in record["tuning"].items():
+        chosen = [c["variant"] for c in t["choices"]]
+        grid = "; ".join(f"{c}: " + ", ".join(f"{k}={v}" for k, v in o.items())
+                         for c, o in t["candidates"].items())
+        lines += [f"**{arm}**, chosen per seed by {t['selected_by']} (never by a judged "
+                  f"metric) among: {grid}.", "",
+                  *table(["seed", "chosen", "its training loss"],
+                         [[str(c["seed"]), c["variant"] or "none (every candidate diverged)",
+                           "—" if c["loss"] is None else f"{c['loss']:.4g}"]
+                          for c in t["choices"]]), "",
+                  "Share of the seeds: " + ", ".join(
+                      f"{c} {chosen.count(c)}/{len(chosen)}" for c in t["candidates"]) + ".", ""]
+    return lines
+
+
 def sections(record: dict[str, Any]) -> list[str]:
     """The probes' and the analyses' markdown, each under its heading (none: [])."""
     lines = []
@@ -128,7 +149,7 @@ def verdict_markdown(record: dict[str, Any], curves: str = "curves.png") -> str:
     lines = [f"# {record['study']}", "", f"**Claim.** {record['claim']}", "",
              f"**Published.** {record['published']}", "", *expectations_table(record), "",
              overall_line(record), "", notes(record), "", f"![curves]({curves})", ""]
-    return "\n".join(lines + sections(record))
+    return "\n".join(lines + tuning_lines(record) + sections(record))
 
 
 def checks(record: dict[str, Any]) -> list[CheckResult]:
