@@ -82,3 +82,30 @@ def test_a_tuned_arm_moves_the_fingerprint_and_is_checked():
         _study(tuned={"post": (SLOW, "nope")})
     with pytest.raises(ConfigError, match="tuned arm 'pre' is also a variant"):
         _study(tuned={"pre": (SLOW, FAST)})
+
+
+@pytest.mark.usefixtures("compilation_cache")
+def test_a_sweep_trains_every_candidate_and_judges_the_arm(tmp_path):
+    import dataclasses
+    import json
+
+    from tiny_study import tiny_study
+    from transformer_jax.studies import sweep
+
+    study = tiny_study(tmp_path / "data")
+    candidates = tuning.tuned_arm("unscaled", {"model.attn_scale": False},
+                                  {"train.learning_rate": (1e-3, 1e-2)})
+    study = dataclasses.replace(
+        study, variants={"scaled": study.variants["scaled"], **candidates},
+        tuned={"unscaled": tuple(candidates)},
+        expectations=(Expectation("scaled is not worse than unscaled at its best", "eval/loss",
+                                  "scaled", Comparison.BETTER, -10.0, b="unscaled",
+                                  higher_is_better=False),))
+    root = tmp_path / "study"
+    assert sweep.run_study(study, str(root))
+    record = json.loads((root / "verdict.json").read_text())
+    (choice,) = record["tuning"]["unscaled"]["choices"]
+    assert choice["variant"] in candidates and math.isfinite(choice["loss"])
+    assert record["expectations"][0]["values"]["unscaled"][0]["value"] is not None
+    assert all((root / c / "seed_0").is_dir() for c in candidates)
+    assert "## Tuned arms" in (root / "verdict.md").read_text()
