@@ -19,6 +19,7 @@ import numpy as np
 
 from transformer_jax.studies import convergence
 from transformer_jax.studies.checks import Section
+from transformer_jax.studies.stats import Failure
 from transformer_jax.studies.study import (Expectation, INTERVAL_METHOD, Judgement, Study,
                                            Verdict, interval_of_mean)
 
@@ -47,17 +48,30 @@ def expectation_record(e: Expectation, j: Judgement) -> dict[str, Any]:
                        for s, x in xs.items()] for v, xs in j.values.items()},
         "effect": number(j.effect),
         "interval": {"low": number(j.low), "high": number(j.high), "paired": j.paired},
-        "verdict": j.verdict.value, "note": j.note}
+        "verdict": j.verdict.value, "note": j.note, "failure": failure_value(j.failure)}
 
 
-def counts(verdicts: Sequence[Verdict]) -> dict[str, Any]:
-    """How many expectations held, failed, were inconclusive, and the overall words."""
+def failure_value(failure: Optional[Failure]) -> Optional[str]:
+    """How a verdict that does not hold failed, for JSON (None: it did not fail)."""
+    return None if failure is None else failure.value
+
+
+def counts(verdicts: Sequence[Verdict],
+           failures: Optional[Sequence[Optional[Failure]]] = None) -> dict[str, Any]:
+    """How many expectations held, failed, were inconclusive, and the overall words; given
+    how each failed (`failures`), how many of the failures were contradicted and how many
+    smaller than stated."""
     held, failed = verdicts.count(Verdict.HOLDS), verdicts.count(Verdict.FAILS)
     overall = ("is not judged" if not verdicts  # no expectations: nothing holds by default
                else "holds" if held == len(verdicts) else "partly holds" if held
                else "does not hold" if failed else "is inconclusive")
-    return {"held": held, "failed": failed, "inconclusive": verdicts.count(Verdict.INCONCLUSIVE),
-            "total": len(verdicts), "overall": overall}
+    found = {"held": held, "failed": failed,
+             "inconclusive": verdicts.count(Verdict.INCONCLUSIVE), "total": len(verdicts),
+             "overall": overall}
+    if failures is not None:
+        found.update(contradicted=list(failures).count(Failure.CONTRADICTED),
+                     smaller_than_stated=list(failures).count(Failure.SMALLER))
+    return found
 
 
 def metric_record(values: Sequence[float]) -> Optional[dict[str, Any]]:
@@ -100,14 +114,14 @@ def _json_value(value: Any) -> Any:
 
 
 def study_record(study: Study, expectations: Sequence[dict[str, Any]],
-                 verdicts: Sequence[Verdict], summary: dict[str, Any], steps: Sequence[int],
+                 counted: dict[str, Any], summary: dict[str, Any], steps: Sequence[int],
                  probes: str, sections: Sequence[Section]) -> dict[str, Any]:
-    """The whole record of one study's report."""
+    """The whole record of one study's report (`counted`: counts())."""
     return {"format": FORMAT, "study": study.name, "claim": study.claim,
             "published": study.published, "seeds": list(study.seeds),
             "budget": {"steps": sorted(set(steps))}, "interval_method": INTERVAL_METHOD,
             "precision": FULL_PRECISION, "expectations": list(expectations),
-            "counts": counts(list(verdicts)), "summary": summary, "probes": probes,
+            "counts": counted, "summary": summary, "probes": probes,
             "analyses": [s.to_json() for s in sections]}
 
 

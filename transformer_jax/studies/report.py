@@ -59,14 +59,12 @@ def write_report(study: Study, root: Path) -> None:
 def study_record(study: Study, runs, probes: str = "",
                  sections: Sequence[Section] = ()) -> dict[str, Any]:
     """What the report measured and judged, as data (record.py)."""
-    rows, verdicts = [], []
-    for e in study.expectations:
-        # every variant: diverged runs count as the study's finished values (default `worst`)
-        judgement = e.judge(judged_values(study, runs, e))
-        verdicts.append(judgement.verdict)
-        rows.append(record_lib.expectation_record(e, judgement))
+    # every variant: diverged runs count as the study's finished values (default `worst`)
+    judgements = [e.judge(judged_values(study, runs, e)) for e in study.expectations]
+    rows = [record_lib.expectation_record(e, j) for e, j in zip(study.expectations, judgements)]
+    counted = record_lib.counts([j.verdict for j in judgements], [j.failure for j in judgements])
     steps = [run["status"].get("step", 0) for run in runs.values()]
-    return record_lib.study_record(study, rows, verdicts, _summary(study, runs), steps, probes,
+    return record_lib.study_record(study, rows, counted, _summary(study, runs), steps, probes,
                                    sections)
 
 

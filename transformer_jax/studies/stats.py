@@ -149,6 +149,35 @@ def decide(low: float, high: float, accepted: tuple[float, float]) -> Verdict:
     return Verdict.INCONCLUSIVE
 
 
+class Failure(enum.Enum):
+    """How a verdict that does not hold failed."""
+    CONTRADICTED = "contradicted"  # the effect went the other way: past "no effect"
+    SMALLER = "smaller than stated"  # the stated way, or not told apart from none, but short
+
+
+def how_it_failed(low: float, high: float, accepted: tuple[float, float],
+                  no_effect: Optional[float]) -> Optional[Failure]:
+    """Of a verdict that does not hold (None if the interval is not wholly outside the
+    accepted region). Only an expectation whose accepted region is [margin, ∞) with margin
+    beyond its comparison's "no effect" value (`no_effect`; None: it has none) can fail by
+    being smaller than stated: when the interval does not lie wholly below "no effect".
+    Every other failure (a region bounded above, "no worse than" with margin <= no effect,
+    no "no effect" value) went against what was stated: contradicted."""
+    if decide(low, high, accepted) is not Verdict.FAILS:
+        return None
+    lo, hi = accepted
+    can_be_smaller = no_effect is not None and hi == math.inf and lo > no_effect
+    return Failure.SMALLER if can_be_smaller and high >= no_effect else Failure.CONTRADICTED
+
+
+def smaller_note(low: float, no_effect: float) -> str:
+    """Which kind of "smaller than stated": an effect told apart from none, or not."""
+    if low > no_effect:
+        return f"the effect is in the stated direction (the interval is above {no_effect:g}) " \
+               "but short of the threshold"
+    return f"the effect is not told apart from none (the interval reaches {no_effect:g})"
+
+
 def seeds_to_settle(n: int, effect: float, low: float, high: float,
                     accepted: tuple[float, float]) -> Optional[int]:
     """Seeds m after which the interval, at the measured per-seed spread, would no longer

@@ -23,12 +23,13 @@ import numpy as np
 from transformer_jax.config import ADDED_FIELDS, IN_EVERY_FINGERPRINT, ConfigError
 from transformer_jax.studies import judged_code
 from transformer_jax.studies.loading import STUDY_SIZES, load_config, load_module, load_study
-from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEEDS, Verdict, decide,
-                                           difference_interval, interval_of_mean, mean_interval,
+from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEEDS, Failure,
+                                           Verdict, decide, difference_interval, how_it_failed,
+                                           interval_of_mean, mean_interval,
                                            mean_over_seeds, rate_interval, relative_gap,
                                            relative_gap_interval, seeds_to_settle,
                                            seeds_to_bound, seeds_to_settle_rate, settle_note,
-                                           unbounded_note)
+                                           smaller_note, unbounded_note)
 
 __all__ = [  # the experiment-file API
     "CONFIDENCE", "Comparison", "Expectation", "FLATTENED_ADDED", "FLAT_ACCURACY",
@@ -51,6 +52,16 @@ class Comparison(enum.Enum):
 
 
 RATES = (Comparison.FAIL_RATE_AT_LEAST, Comparison.FAIL_RATE_AT_MOST)
+# Each comparison's effect when nothing differs ("no effect"; None: it has no such value), from
+# which a verdict that does not hold is told contradicted or smaller than stated
+# (stats.how_it_failed). A new comparison declares its own here (tests/studies/test_failure.py).
+NO_EFFECT: dict[Comparison, Optional[float]] = {
+    Comparison.BETTER: 0.0,  # no gain
+    Comparison.WITHIN: 0.0,  # no gap
+    Comparison.AT_MOST: None,  # one variant's mean against a bound: no "no effect" to compare
+    Comparison.FAIL_RATE_AT_LEAST: 0.0,  # no run fails
+    Comparison.FAIL_RATE_AT_MOST: 0.0,
+}
 
 
 class Measure(enum.Enum):
@@ -81,7 +92,8 @@ class Judgement:
     low: float  # 95 % interval of `effect`; ±inf when it cannot be measured (one seed)
     high: float
     paired: bool
-    note: str = ""  # why inconclusive, and how many seeds would settle it
+    note: str = ""  # why inconclusive, and how many seeds would settle it; how it failed
+    failure: Optional[Failure] = None  # a verdict that does not hold: contradicted or smaller
 
     @property
     def holds(self) -> bool:
@@ -167,6 +179,19 @@ class Expectation:
     def judge(self, final: Mapping[str, Mapping[int, float]]) -> Judgement:
         """final: variant -> seed -> the metric's final value (nan for a diverged run). Give
         every variant of the study: diverged runs count as the study's finished values."""
+        return self._classified(self._judged(final))
+
+    def _classified(self, j: Judgement) -> Judgement:
+        """A verdict that does not hold, with how it failed (the note says which kind of
+        smaller than stated)."""
+        no_effect = NO_EFFECT[self.comparison]
+        failure = how_it_failed(j.low, j.high, self.accepted(), no_effect)
+        if j.verdict is not Verdict.FAILS or failure is None:
+            return j
+        note = smaller_note(j.low, no_effect) if failure is Failure.SMALLER else j.note
+        return dataclasses.replace(j, failure=failure, note=note)
+
+    def _judged(self, final: Mapping[str, Mapping[int, float]]) -> Judgement:
         diverged = {v: tuple(s for s in sorted(final[v]) if not math.isfinite(final[v][s]))
                     for v in self.variants()}
         empty = [v for v in self.variants() if not final[v]]

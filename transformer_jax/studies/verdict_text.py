@@ -35,8 +35,26 @@ def expectation_cells(row: dict[str, Any], flat_window: float = convergence.FLAT
 
 
 def verdict_words(row: dict[str, Any]) -> str:
-    """'holds', or 'inconclusive: ≈ 7 seeds would settle it ...' (with the note)."""
-    return row["verdict"] + (f": {row['note']}" if row["note"] else "")
+    """'holds', 'does not hold (contradicted)', or 'inconclusive: ≈ 7 seeds would settle it
+    ...' (with the note). A record judged before failures were told apart has no "failure"."""
+    failure = row.get("failure")
+    return (row["verdict"] + (f" ({failure})" if failure else "")
+            + (f": {row['note']}" if row["note"] else ""))
+
+
+def failed_words(counts: dict[str, Any], verb: str = "do not hold") -> str:
+    """'2 do not hold (1 contradicted, 1 smaller than stated)': how many failed and, where the
+    record says, how (`verb`: as the sentence needs it)."""
+    kinds = failure_kinds(counts)
+    return f"{counts['failed']} {verb}" + (f" ({kinds})" if kinds else "")
+
+
+def failure_kinds(counts: dict[str, Any]) -> str:
+    """'1 contradicted, 1 smaller than stated' (the kinds that occur; '': none, or a record
+    judged before failures were told apart)."""
+    return ", ".join(f"{counts[key]} {name}" for key, name in
+                     (("contradicted", "contradicted"),
+                      ("smaller_than_stated", "smaller than stated")) if counts.get(key))
 
 
 def _effect_and_threshold(row: dict[str, Any], comparison: Comparison):
@@ -85,9 +103,10 @@ def expectations_table(record: dict[str, Any], drop_per_seed: bool = False) -> l
 
 
 def overall_line(record: dict[str, Any]) -> str:
+    """The study's headline."""
     c = record["counts"]
     return (f"**Verdict: the claim {c['overall']} on this run** ({c['held']} hold, "
-            f"{c['failed']} do not hold, {c['inconclusive']} inconclusive of {c['total']} "
+            f"{failed_words(c)}, {c['inconclusive']} inconclusive of {c['total']} "
             f"expectations; seeds {record['seeds']}).")
 
 
@@ -133,7 +152,7 @@ def verdict_cell(record: dict[str, Any]) -> str:
         passed = sum(check.verdict == PASS for check in found)
         return (f"not judged (no expectations); its analyses' checks: {passed} of "
                 f"{len(found)} pass")
-    failed = f", {c['failed']} {'does' if c['failed'] == 1 else 'do'} not" \
+    failed = ", " + failed_words(c, "does not" if c["failed"] == 1 else "do not") \
         if c["failed"] else ""
     extra = failed + (f", {c['inconclusive']} inconclusive" if c["inconclusive"] else "")
     overall = c["overall"].removeprefix("is ")  # 'the claim is inconclusive'
