@@ -333,7 +333,7 @@ def test_verdict_table_and_overall_line_and_index(tmp_path):
     assert ("| x beats y | x: 0.9, 0.88, 0.89 · y: 0.5, diverged→0.45, 0.52 | 0.4 (x − y) "
             "| [0.3255, 0.4745] | ≥ 0.2 | holds |") in text
     assert "| y near x |" in text and "within ±10.0%" in text
-    assert "| does not hold (contradicted) |" in text
+    assert "| does not hold (contradicted) | does not hold (contradicted), p = 0.0032 |" in text
     assert "the claim partly holds" in text
     assert "(1 hold, 1 do not hold (1 contradicted), 0 inconclusive of 2" in text
     assert "Student-t" in text and "Fieller" in text and "Clopper" in text
@@ -362,7 +362,7 @@ def test_the_record_holds_the_numbers_at_full_precision_and_renders_verdict_md(t
     assert f"{low:.4g}" == "0.3255" and low != 0.3255  # printed at 4 digits, kept in full
     counts = {"held": 1, "failed": 1, "inconclusive": 0, "total": 2, "overall": "partly holds",
               "contradicted": 1, "smaller_than_stated": 0}  # y near x: far outside ±10 %
-    assert found["counts"] == counts
+    assert found["counts"] == {**counts, "holm": {"family_level": 0.05, **counts}}
     y = found["summary"]["variants"][1]
     assert y["diverged"] == 1 and y["metrics"]["eval/accuracy"]["n"] == 2
     assert y["overrides"] == {"model.attn_scale": False}

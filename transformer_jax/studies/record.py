@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from transformer_jax.studies import convergence
+from transformer_jax.studies import convergence, multiplicity
 from transformer_jax.studies.checks import Section
 from transformer_jax.studies.stats import Failure
 from transformer_jax.studies.study import (Expectation, INTERVAL_METHOD, Judgement, Study,
@@ -56,6 +56,12 @@ def failure_value(failure: Optional[Failure]) -> Optional[str]:
     return None if failure is None else failure.value
 
 
+def holm_record(p: float, verdict: Verdict, failure: Optional[Failure]) -> dict[str, Any]:
+    """An expectation under Holm's correction over its study (multiplicity.py): the p-value
+    of its settled verdict and what the verdict becomes."""
+    return {"p": p, "verdict": verdict.value, "failure": failure_value(failure)}
+
+
 def counts(verdicts: Sequence[Verdict],
            failures: Optional[Sequence[Optional[Failure]]] = None) -> dict[str, Any]:
     """How many expectations held, failed, were inconclusive, and the overall words; given
@@ -72,6 +78,21 @@ def counts(verdicts: Sequence[Verdict],
         found.update(contradicted=list(failures).count(Failure.CONTRADICTED),
                      smaller_than_stated=list(failures).count(Failure.SMALLER))
     return found
+
+
+def judged(expectations: Sequence[Expectation], judgements: Sequence[Judgement],
+           p: Sequence[float]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The expectations' records and their counts, each with what it becomes under Holm's
+    correction over the study (`p`: the p-values of their settled verdicts, multiplicity.py)."""
+    verdicts, failures = [j.verdict for j in judgements], [j.failure for j in judgements]
+    under_holm = multiplicity.holm_verdicts(verdicts, p)
+    holm_failures = multiplicity.holm_failures(failures, under_holm)
+    rows = [{**expectation_record(e, j), "holm": holm_record(q, v, f)}
+            for e, j, q, v, f in zip(expectations, judgements, p, under_holm, holm_failures)]
+    found = counts(verdicts, failures)
+    found["holm"] = {"family_level": multiplicity.FAMILY_LEVEL,
+                     **counts(under_holm, holm_failures)}
+    return rows, found
 
 
 def metric_record(values: Sequence[float]) -> Optional[dict[str, Any]]:
@@ -116,7 +137,7 @@ def _json_value(value: Any) -> Any:
 def study_record(study: Study, expectations: Sequence[dict[str, Any]],
                  counted: dict[str, Any], summary: dict[str, Any], steps: Sequence[int],
                  probes: str, sections: Sequence[Section]) -> dict[str, Any]:
-    """The whole record of one study's report (`counted`: counts())."""
+    """The whole record of one study's report (`expectations`, `counted`: judged())."""
     return {"format": FORMAT, "study": study.name, "claim": study.claim,
             "published": study.published, "seeds": list(study.seeds),
             "budget": {"steps": sorted(set(steps))}, "interval_method": INTERVAL_METHOD,

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 
 from transformer_jax.train import workdir as workdir_lib
-from transformer_jax.studies import convergence
+from transformer_jax.studies import convergence, multiplicity
 from transformer_jax.studies import record as record_lib
 from transformer_jax.studies import verdict_text
 from transformer_jax.studies.checks import Section, as_section
@@ -59,10 +59,13 @@ def write_report(study: Study, root: Path) -> None:
 def study_record(study: Study, runs, probes: str = "",
                  sections: Sequence[Section] = ()) -> dict[str, Any]:
     """What the report measured and judged, as data (record.py)."""
-    # every variant: diverged runs count as the study's finished values (default `worst`)
-    judgements = [e.judge(judged_values(study, runs, e)) for e in study.expectations]
-    rows = [record_lib.expectation_record(e, j) for e, j in zip(study.expectations, judgements)]
-    counted = record_lib.counts([j.verdict for j in judgements], [j.failure for j in judgements])
+    judgements, p = [], []
+    for e in study.expectations:
+        # every variant: diverged runs count as the study's finished values (default `worst`)
+        final = judged_values(study, runs, e)
+        judgements.append(e.judge(final))
+        p.append(multiplicity.p_value(e, final))  # for Holm's correction over the study
+    rows, counted = record_lib.judged(study.expectations, judgements, p)
     steps = [run["status"].get("step", 0) for run in runs.values()]
     return record_lib.study_record(study, rows, counted, _summary(study, runs), steps, probes,
                                    sections)

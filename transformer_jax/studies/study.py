@@ -176,10 +176,12 @@ class Expectation:
             return -self.margin, self.margin
         return -math.inf, self.margin
 
-    def judge(self, final: Mapping[str, Mapping[int, float]]) -> Judgement:
+    def judge(self, final: Mapping[str, Mapping[int, float]],
+              confidence: float = CONFIDENCE) -> Judgement:
         """final: variant -> seed -> the metric's final value (nan for a diverged run). Give
-        every variant of the study: diverged runs count as the study's finished values."""
-        return self._classified(self._judged(final))
+        every variant of the study: diverged runs count as the study's finished values.
+        `confidence`: of the intervals (another than CONFIDENCE: multiplicity.p_value)."""
+        return self._classified(self._judged(final, confidence))
 
     def _classified(self, j: Judgement) -> Judgement:
         """A verdict that does not hold, with how it failed (the note says which kind of
@@ -191,7 +193,8 @@ class Expectation:
         note = smaller_note(j.low, no_effect) if failure is Failure.SMALLER else j.note
         return dataclasses.replace(j, failure=failure, note=note)
 
-    def _judged(self, final: Mapping[str, Mapping[int, float]]) -> Judgement:
+    def _judged(self, final: Mapping[str, Mapping[int, float]],
+                confidence: float) -> Judgement:
         diverged = {v: tuple(s for s in sorted(final[v]) if not math.isfinite(final[v][s]))
                     for v in self.variants()}
         empty = [v for v in self.variants() if not final[v]]
@@ -201,8 +204,9 @@ class Expectation:
                              effect=math.nan, low=-math.inf, high=math.inf, paired=False,
                              note=f"no runs of {' and '.join(empty)}")
         if self.comparison in RATES:
-            return self._judge_rate(final[self.a], diverged)
-        cases = [self._judge_filled(final, diverged, fill) for fill in self._fills(final, diverged)]
+            return self._judge_rate(final[self.a], diverged, confidence)
+        cases = [self._judge_filled(final, diverged, fill, confidence)
+                 for fill in self._fills(final, diverged)]
         shown = min(cases, key=self._support)  # the case least favourable to the expectation
         lost = [v for v in self.variants() if len(diverged[v]) == len(final[v])]
         if lost and self.worst is None:
@@ -231,7 +235,8 @@ class Expectation:
         lo, hi = self.accepted()
         return min(j.low - lo, hi - j.high) if math.isfinite(j.high - j.low) else -math.inf
 
-    def _judge_filled(self, final, diverged, fill: Mapping[str, float]) -> Judgement:
+    def _judge_filled(self, final, diverged, fill: Mapping[str, float],
+                      confidence: float) -> Judgement:
         names = self.variants()
         values = {v: {s: fill[v] if s in diverged[v] else final[v][s] for s in sorted(final[v])}
                   for v in names}
@@ -241,7 +246,7 @@ class Expectation:
         if any(np.isnan(x).any() for x in samples):
             return Judgement(Verdict.INCONCLUSIVE, effect=math.nan, low=-math.inf, high=math.inf,
                              note="every run diverged: set Expectation.worst", **base)
-        effect, low, high = (float(x) for x in self._interval(samples, paired))
+        effect, low, high = (float(x) for x in self._interval(samples, paired, confidence))
         verdict = decide(low, high, self.accepted())
         note = (self._why_inconclusive(samples, effect, low, high)
                 if verdict is Verdict.INCONCLUSIVE else "")
@@ -256,25 +261,25 @@ class Expectation:
             return unbounded_note(n, seeds_to_bound(samples[-1]), self.variants()[-1])
         return settle_note(n, seeds_to_settle(n, effect, low, high, self.accepted()))
 
-    def _interval(self, samples: list[np.ndarray], paired: bool):
+    def _interval(self, samples: list[np.ndarray], paired: bool, confidence: float):
         """(effect, low, high) of the comparison's statistic."""
         if self.comparison is Comparison.AT_MOST:
-            return (mean_over_seeds(samples[0]), *mean_interval(samples[0]))
+            return (mean_over_seeds(samples[0]), *mean_interval(samples[0], confidence))
         a, b = samples
         if self.comparison is Comparison.WITHIN:
-            return (relative_gap(a, b), *relative_gap_interval(a, b, paired))
+            return (relative_gap(a, b), *relative_gap_interval(a, b, paired, confidence))
         sign = 1.0 if self.higher_is_better else -1.0  # gain: > 0 means `a` is better
-        low, high = difference_interval(a, b, paired)  # of mean a − mean b
+        low, high = difference_interval(a, b, paired, confidence)  # of mean a − mean b
         gain = sign * (mean_over_seeds(a) - mean_over_seeds(b))
         return (gain, low, high) if sign > 0 else (gain, -high, -low)
 
-    def _judge_rate(self, runs: Mapping[int, float], diverged) -> Judgement:
+    def _judge_rate(self, runs: Mapping[int, float], diverged, confidence: float) -> Judgement:
         """The fraction of `a`'s runs that fail, with its Clopper–Pearson interval."""
         values = {s: runs[s] for s in sorted(runs)}
         passes = (lambda x: x >= self.threshold) if self.higher_is_better else \
             (lambda x: x <= self.threshold)
         k, n = sum(not (math.isfinite(x) and passes(x)) for x in values.values()), len(values)
-        low, high = rate_interval(k, n)
+        low, high = rate_interval(k, n, confidence)
         verdict = decide(low, high, self.accepted())
         note = settle_note(n, seeds_to_settle_rate(k, n, self.accepted()), "this rate") \
             if verdict is Verdict.INCONCLUSIVE else ""

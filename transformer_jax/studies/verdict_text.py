@@ -42,6 +42,20 @@ def verdict_words(row: dict[str, Any]) -> str:
             + (f": {row['note']}" if row["note"] else ""))
 
 
+HOLM_HEADER = "under Holm"
+
+
+def holm_cell(row: dict[str, Any]) -> str:
+    """What the verdict becomes under Holm's correction over the study, with its p-value;
+    in bold where it differs from the verdict."""
+    holm = row["holm"]
+    words = holm["verdict"] + (f" ({holm['failure']})" if holm["failure"] else "")
+    if holm["verdict"] != row["verdict"]:
+        words = f"**{words}**"
+    p = holm["p"]
+    return f"{words}, p {'< 0.0001' if p < 1e-4 else f'= {p:.2g}'}"
+
+
 def failed_words(counts: dict[str, Any], verb: str = "do not hold") -> str:
     """'2 do not hold (1 contradicted, 1 smaller than stated)': how many failed and, where the
     record says, how (`verb`: as the sentence needs it)."""
@@ -96,6 +110,9 @@ def expectations_table(record: dict[str, Any], drop_per_seed: bool = False) -> l
     header = list(VERDICT_HEADER)
     window = record["summary"]["flat_window"]
     rows = [expectation_cells(row, window) for row in record["expectations"]]
+    if any("holm" in row for row in record["expectations"]):  # judged before Holm: no column
+        header.append(HOLM_HEADER)
+        rows = [r + [holm_cell(row)] for r, row in zip(rows, record["expectations"])]
     if drop_per_seed:  # report.md: the table without the per-seed values
         at = header.index("per-seed values")
         header, rows = header[:at] + header[at + 1:], [r[:at] + r[at + 1:] for r in rows]
@@ -103,11 +120,22 @@ def expectations_table(record: dict[str, Any], drop_per_seed: bool = False) -> l
 
 
 def overall_line(record: dict[str, Any]) -> str:
-    """The study's headline."""
+    """The study's headline; where Holm's correction changes a verdict, what it becomes."""
     c = record["counts"]
     return (f"**Verdict: the claim {c['overall']} on this run** ({c['held']} hold, "
             f"{failed_words(c)}, {c['inconclusive']} inconclusive of {c['total']} "
-            f"expectations; seeds {record['seeds']}).")
+            f"expectations; seeds {record['seeds']}).") + holm_line(c)
+
+
+def holm_line(counts: dict[str, Any]) -> str:
+    """' Under Holm's correction ...: the claim partly holds (1 hold, ...).' where it differs
+    from the verdict; '' where it does not, or the record was judged without it."""
+    holm = counts.get("holm")
+    if holm is None or all(holm[k] == counts[k] for k in ("held", "failed", "inconclusive")):
+        return ""
+    return (f" Under Holm's correction over its {holm['total']} expectations (family level "
+            f"{holm['family_level']:g}): the claim {holm['overall']} ({holm['held']} hold, "
+            f"{failed_words(holm)}, {holm['inconclusive']} inconclusive).")
 
 
 def notes(record: dict[str, Any]) -> str:
