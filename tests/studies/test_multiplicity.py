@@ -58,6 +58,13 @@ def test_the_p_value_is_consistent_with_the_95_percent_verdict(e, final):
         assert len(final["a"]) == 1
 
 
+def test_a_zero_spread_settles_at_every_confidence():
+    """A constant per-seed difference: its interval is the point, settled at any confidence."""
+    e = Expectation("", "m", "a", Comparison.BETTER, 0.1, b="b")
+    final = {"a": _by_seed([0.9, 0.8, 0.7]), "b": _by_seed([0.6, 0.5, 0.4])}
+    assert e.judge(final, 1 - 1e-15).verdict is HOLDS and multiplicity.p_value(e, final) == 0.0
+
+
 def test_holm_steps_down_and_stops_at_the_first_that_does_not_survive():
     """Sorted: 0.01 <= 0.05/4 survives; 0.03 > 0.05/3 stops it, so 0.035 and 0.04 fail too,
     though 0.04 <= 0.05/1 (a version that does not stop would keep it)."""

@@ -22,14 +22,16 @@ TOLERANCE = 1e-12  # of the bisected p-value; far below any printed digit
 def settled_p(settled: Callable[[float], bool], tolerance: float = TOLERANCE) -> float:
     """The smallest α in (0, 1] with settled(1 − α) (settled: confidence -> bool, monotone:
     settled at a confidence, settled at every lower one); 1.0 if not settled even at confidence
-    0 (an interval that cannot be settled: one seed, or a point on the threshold)."""
+    0 (an interval that cannot be settled: one seed, or a point on the threshold); 0.0 if
+    settled at every α down to `tolerance` (a zero spread: the interval is the point at every
+    confidence). Confidence 1 itself is never asked: its intervals are infinite."""
     if not settled(0.0):
         return 1.0
     low, high = 0.0, 1.0  # not known settled at α = low; settled at α = high
     while high - low > tolerance:
         mid = (low + high) / 2
         low, high = (low, mid) if settled(1.0 - mid) else (mid, high)
-    return high
+    return high if low > 0.0 else 0.0
 
 
 def p_value(expectation: Expectation, final: Mapping[str, Mapping[int, float]]) -> float:
