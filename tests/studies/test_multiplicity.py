@@ -121,6 +121,8 @@ def test_a_planted_family_one_survives_holm_one_does_not():
     line = verdict_text.overall_line(record)
     assert line.endswith("Under Holm's correction over its 3 expectations (family level "
                          "0.05): the claim partly holds (1 hold, 0 do not hold, 2 inconclusive).")
+    assert "Under Holm: the verdict under Holm's step-down correction over the study's 3 " \
+        "expectations at family level 0.05" in verdict_text.notes(record)
 
 
 def test_a_record_judged_before_holm_shows_no_holm():
@@ -130,7 +132,7 @@ def test_a_record_judged_before_holm_shows_no_holm():
         del row["holm"]
     del record["counts"]["holm"]
     assert "Holm" not in "\n".join(verdict_text.expectations_table(record))
-    assert "Holm" not in verdict_text.overall_line(record)
+    assert "Holm" not in verdict_text.overall_line(record) + verdict_text.notes(record)
 
 
 def test_the_headline_is_silent_when_holm_changes_nothing():

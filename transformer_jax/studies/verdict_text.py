@@ -145,7 +145,19 @@ def notes(record: dict[str, Any]) -> str:
             f"standard deviations either side of the mean. A diverged run counts as the "
             f"expectation's `worst` if it sets one; else as the study's finished value least "
             f"favourable to the expectation, and a verdict that its value would change is "
-            f"inconclusive. A failure rate counts a diverged run as failed.")
+            f"inconclusive. A failure rate counts a diverged run as failed.") + holm_note(record)
+
+
+def holm_note(record: dict[str, Any]) -> str:
+    """What the 'under Holm' column means ('': a record judged without it)."""
+    holm = record["counts"].get("holm")
+    if holm is None:
+        return ""
+    return (f" Under Holm: the verdict under Holm's step-down correction over the study's "
+            f"{holm['total']} expectations at family level {holm['family_level']:g}; p: the "
+            f"smallest α at which the expectation's interval at confidence 1 − α is settled, "
+            f"and a settled verdict whose p does not survive becomes inconclusive "
+            f"(docs/verdicts.md).")
 
 
 def sections(record: dict[str, Any]) -> list[str]:
