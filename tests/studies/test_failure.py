@@ -95,7 +95,8 @@ def test_views_say_how_it_failed_and_old_records_show_nothing_extra():
         verdict_text.overall_line(record)
     old_counts = {k: v for k, v in counts.items() if k not in ("contradicted",
                                                                "smaller_than_stated")}
-    assert verdict_text.verdict_cell({"counts": old_counts}) == "partly holds: 1 of 3 hold, 2 do not"
+    assert verdict_text.verdict_cell({"counts": old_counts}) == (
+        "partly holds: 1 of 3 hold, 2 do not")
 
 
 def test_the_terminal_summary_counts_each_kind(tmp_path):
