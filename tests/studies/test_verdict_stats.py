@@ -15,6 +15,7 @@ import scipy.stats
 
 from transformer_jax.studies import record, report, verdict_text
 from transformer_jax.studies.checks import CheckResult, Section
+from transformer_jax.studies.stats import Failure
 from transformer_jax.config import ConfigError
 from transformer_jax.studies.study import (Comparison, Expectation, Study, Verdict,
                                            interval_of_mean, seeds_to_bound, seeds_to_settle,
@@ -51,7 +52,8 @@ def test_three_way_verdict(expectation, verdict):
     j = expectation.judge(FINAL)
     assert j.verdict is verdict, j
     assert j.low <= j.effect <= j.high
-    assert (j.note != "") == (verdict is UNSURE)
+    # a note says why it is inconclusive, or that a failure is smaller than stated (and which)
+    assert (j.note != "") == (verdict is UNSURE or j.failure is Failure.SMALLER)
 
 
 def test_effect_and_interval_are_scipys_t_intervals():
@@ -330,8 +332,10 @@ def test_verdict_table_and_overall_line_and_index(tmp_path):
     # x − y per seed: 0.4, 0.43, 0.37 (y's diverged run counts as worst=0.45): 0.4 ± T2·0.03/√3
     assert ("| x beats y | x: 0.9, 0.88, 0.89 · y: 0.5, diverged→0.45, 0.52 | 0.4 (x − y) "
             "| [0.3255, 0.4745] | ≥ 0.2 | holds |") in text
-    assert "| y near x |" in text and "within ±10.0%" in text and "| does not hold |" in text
-    assert "the claim partly holds" in text and "(1 hold, 1 do not hold, 0 inconclusive of 2" in text
+    assert "| y near x |" in text and "within ±10.0%" in text
+    assert "| does not hold (contradicted) | does not hold (contradicted), p = 0.0032 |" in text
+    assert "the claim partly holds" in text
+    assert "(1 hold, 1 do not hold (1 contradicted), 0 inconclusive of 2" in text
     assert "Student-t" in text and "Fieller" in text and "Clopper" in text
     assert "least favourable" in text and "bootstrap" not in text
     assert "## Analysis\n\naccuracy by length: flat" in text
@@ -356,8 +360,9 @@ def test_the_record_holds_the_numbers_at_full_precision_and_renders_verdict_md(t
     low, high = x_beats_y["interval"]["low"], x_beats_y["interval"]["high"]
     assert (low, high) == pytest.approx((0.4 - T2 * 0.03 / 3 ** 0.5, 0.4 + T2 * 0.03 / 3 ** 0.5))
     assert f"{low:.4g}" == "0.3255" and low != 0.3255  # printed at 4 digits, kept in full
-    assert found["counts"] == {"held": 1, "failed": 1, "inconclusive": 0, "total": 2,
-                               "overall": "partly holds"}
+    counts = {"held": 1, "failed": 1, "inconclusive": 0, "total": 2, "overall": "partly holds",
+              "contradicted": 1, "smaller_than_stated": 0}  # y near x: far outside ±10 %
+    assert found["counts"] == {**counts, "holm": {"family_level": 0.05, **counts}}
     y = found["summary"]["variants"][1]
     assert y["diverged"] == 1 and y["metrics"]["eval/accuracy"]["n"] == 2
     assert y["overrides"] == {"model.attn_scale": False}

@@ -17,8 +17,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from transformer_jax.studies import convergence
+from transformer_jax.studies import convergence, multiplicity
 from transformer_jax.studies.checks import Section
+from transformer_jax.studies.stats import Failure
 from transformer_jax.studies.study import (Expectation, INTERVAL_METHOD, Judgement, Study,
                                            Verdict, interval_of_mean)
 
@@ -47,17 +48,51 @@ def expectation_record(e: Expectation, j: Judgement) -> dict[str, Any]:
                        for s, x in xs.items()] for v, xs in j.values.items()},
         "effect": number(j.effect),
         "interval": {"low": number(j.low), "high": number(j.high), "paired": j.paired},
-        "verdict": j.verdict.value, "note": j.note}
+        "verdict": j.verdict.value, "note": j.note, "failure": failure_value(j.failure)}
 
 
-def counts(verdicts: Sequence[Verdict]) -> dict[str, Any]:
-    """How many expectations held, failed, were inconclusive, and the overall words."""
+def failure_value(failure: Optional[Failure]) -> Optional[str]:
+    """How a verdict that does not hold failed, for JSON (None: it did not fail)."""
+    return None if failure is None else failure.value
+
+
+def holm_record(p: float, verdict: Verdict, failure: Optional[Failure]) -> dict[str, Any]:
+    """An expectation under Holm's correction over its study (multiplicity.py): the p-value
+    of its settled verdict and what the verdict becomes."""
+    return {"p": p, "verdict": verdict.value, "failure": failure_value(failure)}
+
+
+def counts(verdicts: Sequence[Verdict],
+           failures: Optional[Sequence[Optional[Failure]]] = None) -> dict[str, Any]:
+    """How many expectations held, failed, were inconclusive, and the overall words; given
+    how each failed (`failures`), how many of the failures were contradicted and how many
+    smaller than stated."""
     held, failed = verdicts.count(Verdict.HOLDS), verdicts.count(Verdict.FAILS)
     overall = ("is not judged" if not verdicts  # no expectations: nothing holds by default
                else "holds" if held == len(verdicts) else "partly holds" if held
                else "does not hold" if failed else "is inconclusive")
-    return {"held": held, "failed": failed, "inconclusive": verdicts.count(Verdict.INCONCLUSIVE),
-            "total": len(verdicts), "overall": overall}
+    found = {"held": held, "failed": failed,
+             "inconclusive": verdicts.count(Verdict.INCONCLUSIVE), "total": len(verdicts),
+             "overall": overall}
+    if failures is not None:
+        found.update(contradicted=list(failures).count(Failure.CONTRADICTED),
+                     smaller_than_stated=list(failures).count(Failure.SMALLER))
+    return found
+
+
+def judged(expectations: Sequence[Expectation], judgements: Sequence[Judgement],
+           p: Sequence[float]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The expectations' records and their counts, each with what it becomes under Holm's
+    correction over the study (`p`: the p-values of their settled verdicts, multiplicity.py)."""
+    verdicts, failures = [j.verdict for j in judgements], [j.failure for j in judgements]
+    under_holm = multiplicity.holm_verdicts(verdicts, p)
+    holm_failures = multiplicity.holm_failures(failures, under_holm)
+    rows = [{**expectation_record(e, j), "holm": holm_record(q, v, f)}
+            for e, j, q, v, f in zip(expectations, judgements, p, under_holm, holm_failures)]
+    found = counts(verdicts, failures)
+    found["holm"] = {"family_level": multiplicity.FAMILY_LEVEL,
+                     **counts(under_holm, holm_failures)}
+    return rows, found
 
 
 def metric_record(values: Sequence[float]) -> Optional[dict[str, Any]]:
@@ -100,14 +135,14 @@ def _json_value(value: Any) -> Any:
 
 
 def study_record(study: Study, expectations: Sequence[dict[str, Any]],
-                 verdicts: Sequence[Verdict], summary: dict[str, Any], steps: Sequence[int],
+                 counted: dict[str, Any], summary: dict[str, Any], steps: Sequence[int],
                  probes: str, sections: Sequence[Section]) -> dict[str, Any]:
-    """The whole record of one study's report."""
+    """The whole record of one study's report (`expectations`, `counted`: judged())."""
     return {"format": FORMAT, "study": study.name, "claim": study.claim,
             "published": study.published, "seeds": list(study.seeds),
             "budget": {"steps": sorted(set(steps))}, "interval_method": INTERVAL_METHOD,
             "precision": FULL_PRECISION, "expectations": list(expectations),
-            "counts": counts(list(verdicts)), "summary": summary, "probes": probes,
+            "counts": counted, "summary": summary, "probes": probes,
             "analyses": [s.to_json() for s in sections]}
 
 

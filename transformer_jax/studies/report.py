@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 
 
 from transformer_jax.train import workdir as workdir_lib
-from transformer_jax.studies import convergence, tuning
+from transformer_jax.studies import convergence, multiplicity, tuning
 from transformer_jax.studies import record as record_lib
 from transformer_jax.studies import verdict_text
 from transformer_jax.studies.checks import Section, as_section
@@ -62,10 +62,10 @@ def study_record(study: Study, runs, probes: str = "",
     # every variant: diverged runs count as the study's finished values (default `worst`);
     # a tuned arm: each seed's chosen candidate (by training loss, never the judged metric)
     choices = tuning.choose(study.tuned, study.seeds, runs)
-    rows, verdicts = judge_expectations(
+    rows, counted = judge_expectations(
         study, lambda e: tuning.with_arms(judged_values(study, runs, e), choices))
     steps = [run["status"].get("step", 0) for run in runs.values()]
-    record = record_lib.study_record(study, rows, verdicts, _summary(study, runs), steps,
+    record = record_lib.study_record(study, rows, counted, _summary(study, runs), steps,
                                      probes, sections)
     if study.tuned:
         record["tuning"] = tuning.record(study.tuned, study.variants, choices, runs)
@@ -73,16 +73,16 @@ def study_record(study: Study, runs, probes: str = "",
 
 
 def judge_expectations(study: Study, values_of: Callable[[Expectation], dict]
-                       ) -> tuple[list[dict[str, Any]], list]:
-    """(each expectation's record row, its verdict): `values_of(e)` gives variant -> seed ->
-    what `e` judges of each run. The one place verdicts are reached, from runs or from the
-    values a record holds (rejudge.py)."""
-    rows, verdicts = [], []
+                       ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(each expectation's record row, the counts: record.judged): `values_of(e)` gives
+    variant -> seed -> what `e` judges of each run. The one place verdicts are reached, from
+    runs or from the values a record holds (rejudge.py)."""
+    judgements, p = [], []
     for e in study.expectations:
-        judgement = e.judge(values_of(e))
-        verdicts.append(judgement.verdict)
-        rows.append(record_lib.expectation_record(e, judgement))
-    return rows, verdicts
+        values = values_of(e)
+        judgements.append(e.judge(values))
+        p.append(multiplicity.p_value(e, values))  # for Holm's correction over the study
+    return record_lib.judged(study.expectations, judgements, p)
 
 
 def value_at(run: dict[str, Any], metric: str, step: int) -> float:

@@ -52,31 +52,32 @@ def interval_of_mean(values: np.ndarray) -> tuple[float, float]:
 # test judges thousands of simulated studies at once), and return (low, high) arrays. One
 # seed has no spread to measure: the interval is unbounded.
 
-def mean_interval(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def mean_interval(x: np.ndarray, confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
     """Student-t interval of the mean, n − 1 dof (= scipy.stats.ttest_1samp's)."""
     n = x.shape[-1]
     if n < 2:
         return _unbounded(x.shape[:-1])
-    return _t_interval(np.mean(x, -1), np.std(x, -1, ddof=1) / math.sqrt(n), n - 1)
+    return _t_interval(np.mean(x, -1), np.std(x, -1, ddof=1) / math.sqrt(n), n - 1, confidence)
 
 
-def difference_interval(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[np.ndarray, np.ndarray]:
+def difference_interval(a: np.ndarray, b: np.ndarray, paired: bool,
+                        confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
     """Of mean a − mean b. Paired by seed (both variants saw the same seed and data order,
     so only their per-seed difference varies): the t interval of the differences. Unpaired:
     Welch's (= scipy.stats.ttest_ind(equal_var=False)'s)."""
     if paired:
-        return mean_interval(a - b)
+        return mean_interval(a - b, confidence)
     na, nb = a.shape[-1], b.shape[-1]
     if min(na, nb) < 2:
         return _unbounded(np.broadcast_shapes(a.shape[:-1], b.shape[:-1]))
     va, vb = _var_of_mean(a), _var_of_mean(b)
     with np.errstate(invalid="ignore", divide="ignore"):  # zero spread: 0/0, handled below
         dof = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))  # Welch–Satterthwaite
-    return _t_interval(np.mean(a, -1) - np.mean(b, -1), np.sqrt(va + vb), dof)
+    return _t_interval(np.mean(a, -1) - np.mean(b, -1), np.sqrt(va + vb), dof, confidence)
 
 
-def relative_gap_interval(a: np.ndarray, b: np.ndarray,
-                          paired: bool) -> tuple[np.ndarray, np.ndarray]:
+def relative_gap_interval(a: np.ndarray, b: np.ndarray, paired: bool,
+                          confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
     """Of the relative gap (mean a − mean b)/|mean b| = ±(ρ − 1), ρ = mean a / mean b:
     Fieller's interval, the ρ at which a t-test does not reject mean a − ρ·mean b = 0 (paired:
     of a_i − ρ·b_i, n − 1 dof, exact for normal pairs; unpaired: min(n_a, n_b) − 1 dof,
@@ -96,7 +97,7 @@ def relative_gap_interval(a: np.ndarray, b: np.ndarray,
         dof = na - 1
     else:
         diff, v_dd, v_db, dof = mean_a - mean_b, v_aa + v_bb, -v_bb, min(na, nb) - 1
-    q = _t_quantiles(dof) ** 2
+    q = _t_quantiles(dof, confidence) ** 2
     # δ inside: (diff − δ mean_b)² <= q (v_dd − 2δ v_db + δ² v_bb), i.e. A δ² − 2B δ + C <= 0
     A, B, C = mean_b ** 2 - q * v_bb, diff * mean_b - q * v_db, diff ** 2 - q * v_dd
     bounded = A > 0
@@ -112,9 +113,9 @@ def relative_gap_interval(a: np.ndarray, b: np.ndarray,
     return np.where(bounded | flat, low, -np.inf), np.where(bounded | flat, high, np.inf)
 
 
-def rate_interval(k: int, n: int) -> tuple[float, float]:
+def rate_interval(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Clopper–Pearson (exact binomial) interval of a rate: k of n runs."""
-    tail = (1 - CONFIDENCE) / 2  # the beta quantiles that binomtest's 'exact' CI finds by search
+    tail = (1 - confidence) / 2  # the beta quantiles that binomtest's 'exact' CI finds by search
     low = 0.0 if k == 0 else _scipy_special().betaincinv(k, n - k + 1, tail)
     high = 1.0 if k == n else _scipy_special().betaincinv(k + 1, n - k, 1 - tail)
     return float(low), float(high)
@@ -124,11 +125,11 @@ def _var_of_mean(x: np.ndarray) -> np.ndarray:
     return np.var(x, -1, ddof=1) / x.shape[-1]
 
 
-def _t_interval(center, se, dof) -> tuple[np.ndarray, np.ndarray]:
+def _t_interval(center, se, dof, confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
     """center ± t_{dof} · se; a spread lost in rounding (a constant per-seed difference) is
     zero, and the interval is the point."""
     flat = se <= 1e-9 * np.maximum(1.0, np.abs(center))
-    half = np.where(flat, 0.0, _t_quantiles(np.where(flat, 1, dof)) * se)
+    half = np.where(flat, 0.0, _t_quantiles(np.where(flat, 1, dof), confidence) * se)
     return center - half, center + half
 
 
@@ -147,6 +148,35 @@ def decide(low: float, high: float, accepted: tuple[float, float]) -> Verdict:
     if high < lo or low > hi:
         return Verdict.FAILS
     return Verdict.INCONCLUSIVE
+
+
+class Failure(enum.Enum):
+    """How a verdict that does not hold failed."""
+    CONTRADICTED = "contradicted"  # the effect went the other way: past "no effect"
+    SMALLER = "smaller than stated"  # the stated way, or not told apart from none, but short
+
+
+def how_it_failed(low: float, high: float, accepted: tuple[float, float],
+                  no_effect: Optional[float]) -> Optional[Failure]:
+    """Of a verdict that does not hold (None if the interval is not wholly outside the
+    accepted region). Only an expectation whose accepted region is [margin, ∞) with margin
+    beyond its comparison's "no effect" value (`no_effect`; None: it has none) can fail by
+    being smaller than stated: when the interval does not lie wholly below "no effect".
+    Every other failure (a region bounded above, "no worse than" with margin <= no effect,
+    no "no effect" value) went against what was stated: contradicted."""
+    if decide(low, high, accepted) is not Verdict.FAILS:
+        return None
+    lo, hi = accepted
+    can_be_smaller = no_effect is not None and hi == math.inf and lo > no_effect
+    return Failure.SMALLER if can_be_smaller and high >= no_effect else Failure.CONTRADICTED
+
+
+def smaller_note(low: float, no_effect: float) -> str:
+    """Which kind of "smaller than stated": an effect told apart from none, or not."""
+    if low > no_effect:
+        return f"the effect is in the stated direction (the interval is above {no_effect:g}) " \
+               "but short of the threshold"
+    return f"the effect is not told apart from none (the interval reaches {no_effect:g})"
 
 
 def seeds_to_settle(n: int, effect: float, low: float, high: float,
@@ -191,9 +221,9 @@ def _t_quantile(dof: int) -> float:
     return float(_t_quantiles(dof))
 
 
-def _t_quantiles(dof):
-    """The two-sided CONFIDENCE quantile of Student's t at `dof` (an array or a number)."""
-    return _scipy_special().stdtrit(dof, 0.5 + CONFIDENCE / 2)  # what scipy.stats.t.ppf calls
+def _t_quantiles(dof, confidence: float = CONFIDENCE):
+    """The two-sided `confidence` quantile of Student's t at `dof` (an array or a number)."""
+    return _scipy_special().stdtrit(dof, 0.5 + confidence / 2)  # what scipy.stats.t.ppf calls
 
 
 def _scipy_special():

@@ -23,20 +23,21 @@ import numpy as np
 from transformer_jax.config import ADDED_FIELDS, IN_EVERY_FINGERPRINT, ConfigError
 from transformer_jax.studies import judged_code
 from transformer_jax.studies.loading import STUDY_SIZES, load_config, load_module, load_study
-from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEEDS, Verdict, decide,
-                                           difference_interval, interval_of_mean, mean_interval,
+from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEEDS, Failure,
+                                           Verdict, decide, difference_interval, how_it_failed,
+                                           interval_of_mean, mean_interval,
                                            mean_over_seeds, rate_interval, relative_gap,
                                            relative_gap_interval, seeds_to_settle,
                                            seeds_to_bound, seeds_to_settle_rate, settle_note,
-                                           unbounded_note)
+                                           smaller_note, unbounded_note)
 
 __all__ = [  # the experiment-file API
-    "CONFIDENCE", "Comparison", "Expectation", "chance_accuracy", "FLATTENED_ADDED", "FLAT_ACCURACY",
+    "CONFIDENCE", "Comparison", "Expectation", "FLATTENED_ADDED", "FLAT_ACCURACY",
     "INTERVAL_METHOD", "Judgement", "MAX_SEEDS", "Measure", "RATES", "STUDY_SIZES", "Study",
     "Verdict", "decide", "difference_interval", "flattened", "interval_of_mean", "load_config",
     "load_module", "load_study", "mean_interval", "mean_over_seeds", "rate_interval",
     "relative_gap", "relative_gap_interval", "seeds_to_bound", "seeds_to_settle",
-    "seeds_to_settle_rate", "settle_note", "unbounded_note", "study_schedule"]
+    "seeds_to_settle_rate", "settle_note", "unbounded_note", "study_schedule", "chance_accuracy"]
 
 
 class Comparison(enum.Enum):
@@ -57,6 +58,18 @@ class Comparison(enum.Enum):
 
 
 RATES = (Comparison.FAIL_RATE_AT_LEAST, Comparison.FAIL_RATE_AT_MOST)
+# Each comparison's effect when nothing differs ("no effect"; None: it has no such value), from
+# which a verdict that does not hold is told contradicted or smaller than stated
+# (stats.how_it_failed). A new comparison declares its own here (tests/studies/test_failure.py).
+NO_EFFECT: dict[Comparison, Optional[float]] = {
+    Comparison.BETTER: 0.0,  # no gain
+    Comparison.WITHIN: 0.0,  # no gap
+    Comparison.AT_MOST: None,  # one variant's mean against a bound: no "no effect" to compare
+    Comparison.AT_LEAST: None,
+    Comparison.RATIO: 1.0,  # a factor of 1 (the judgement's interval is back-transformed)
+    Comparison.FAIL_RATE_AT_LEAST: 0.0,  # no run fails
+    Comparison.FAIL_RATE_AT_MOST: 0.0,
+}
 
 
 class Measure(enum.Enum):
@@ -87,7 +100,8 @@ class Judgement:
     low: float  # 95 % interval of `effect`; ±inf when it cannot be measured (one seed)
     high: float
     paired: bool
-    note: str = ""  # why inconclusive, and how many seeds would settle it
+    note: str = ""  # why inconclusive, and how many seeds would settle it; how it failed
+    failure: Optional[Failure] = None  # a verdict that does not hold: contradicted or smaller
 
     @property
     def holds(self) -> bool:
@@ -174,9 +188,25 @@ class Expectation:
             return -self.margin, self.margin
         return -math.inf, self.margin
 
-    def judge(self, final: Mapping[str, Mapping[int, float]]) -> Judgement:
+    def judge(self, final: Mapping[str, Mapping[int, float]],
+              confidence: float = CONFIDENCE) -> Judgement:
         """final: variant -> seed -> the metric's final value (nan for a diverged run). Give
-        every variant of the study: diverged runs count as the study's finished values."""
+        every variant of the study: diverged runs count as the study's finished values.
+        `confidence`: of the intervals (another than CONFIDENCE: multiplicity.p_value)."""
+        return self._classified(self._judged(final, confidence))
+
+    def _classified(self, j: Judgement) -> Judgement:
+        """A verdict that does not hold, with how it failed (the note says which kind of
+        smaller than stated)."""
+        no_effect = NO_EFFECT[self.comparison]
+        failure = how_it_failed(j.low, j.high, self.accepted(), no_effect)
+        if j.verdict is not Verdict.FAILS or failure is None:
+            return j
+        note = smaller_note(j.low, no_effect) if failure is Failure.SMALLER else j.note
+        return dataclasses.replace(j, failure=failure, note=note)
+
+    def _judged(self, final: Mapping[str, Mapping[int, float]],
+                confidence: float) -> Judgement:
         diverged = {v: tuple(s for s in sorted(final[v]) if not math.isfinite(final[v][s]))
                     for v in self.variants()}
         empty = [v for v in self.variants() if not final[v]]
@@ -186,8 +216,9 @@ class Expectation:
                              effect=math.nan, low=-math.inf, high=math.inf, paired=False,
                              note=f"no runs of {' and '.join(empty)}")
         if self.comparison in RATES:
-            return self._judge_rate(final[self.a], diverged)
-        cases = [self._judge_filled(final, diverged, fill) for fill in self._fills(final, diverged)]
+            return self._judge_rate(final[self.a], diverged, confidence)
+        cases = [self._judge_filled(final, diverged, fill, confidence)
+                 for fill in self._fills(final, diverged)]
         shown = min(cases, key=self._support)  # the case least favourable to the expectation
         lost = [v for v in self.variants() if len(diverged[v]) == len(final[v])]
         if lost and self.worst is None:
@@ -216,7 +247,8 @@ class Expectation:
         lo, hi = self.accepted()
         return min(j.low - lo, hi - j.high) if math.isfinite(j.high - j.low) else -math.inf
 
-    def _judge_filled(self, final, diverged, fill: Mapping[str, float]) -> Judgement:
+    def _judge_filled(self, final, diverged, fill: Mapping[str, float],
+                      confidence: float) -> Judgement:
         names = self.variants()
         values = {v: {s: fill[v] if s in diverged[v] else final[v][s] for s in sorted(final[v])}
                   for v in names}
@@ -229,7 +261,7 @@ class Expectation:
         if self.comparison is Comparison.RATIO and any((x <= 0).any() for x in samples):
             return Judgement(Verdict.INCONCLUSIVE, effect=math.nan, low=-math.inf, high=math.inf,
                              note="a ratio needs positive values: a value is ≤ 0", **base)
-        effect, low, high = (float(x) for x in self._interval(samples, paired))
+        effect, low, high = (float(x) for x in self._interval(samples, paired, confidence))
         verdict = decide(low, high, self.accepted())
         note = (self._why_inconclusive(samples, effect, low, high)
                 if verdict is Verdict.INCONCLUSIVE else "")
@@ -248,29 +280,30 @@ class Expectation:
             accepted = (math.log(accepted[0]), accepted[1])
         return settle_note(n, seeds_to_settle(n, effect, low, high, accepted))
 
-    def _interval(self, samples: list[np.ndarray], paired: bool):
+    def _interval(self, samples: list[np.ndarray], paired: bool, confidence: float):
         """(effect, low, high) of the comparison's statistic."""
         if self.comparison in (Comparison.AT_MOST, Comparison.AT_LEAST):
-            return (mean_over_seeds(samples[0]), *mean_interval(samples[0]))
+            return (mean_over_seeds(samples[0]), *mean_interval(samples[0], confidence))
         a, b = samples
         if self.comparison is Comparison.RATIO:
             log_a, log_b = (np.log(x) if self.higher_is_better else -np.log(x) for x in (a, b))
-            low, high = difference_interval(log_a, log_b, paired)  # of mean log a − mean log b
+            # of mean log a − mean log b
+            low, high = difference_interval(log_a, log_b, paired, confidence)
             return tuple(np.exp(x) for x in (np.mean(log_a) - np.mean(log_b), low, high))
         if self.comparison is Comparison.WITHIN:
-            return (relative_gap(a, b), *relative_gap_interval(a, b, paired))
+            return (relative_gap(a, b), *relative_gap_interval(a, b, paired, confidence))
         sign = 1.0 if self.higher_is_better else -1.0  # gain: > 0 means `a` is better
-        low, high = difference_interval(a, b, paired)  # of mean a − mean b
+        low, high = difference_interval(a, b, paired, confidence)  # of mean a − mean b
         gain = sign * (mean_over_seeds(a) - mean_over_seeds(b))
         return (gain, low, high) if sign > 0 else (gain, -high, -low)
 
-    def _judge_rate(self, runs: Mapping[int, float], diverged) -> Judgement:
+    def _judge_rate(self, runs: Mapping[int, float], diverged, confidence: float) -> Judgement:
         """The fraction of `a`'s runs that fail, with its Clopper–Pearson interval."""
         values = {s: runs[s] for s in sorted(runs)}
         passes = (lambda x: x >= self.threshold) if self.higher_is_better else \
             (lambda x: x <= self.threshold)
         k, n = sum(not (math.isfinite(x) and passes(x)) for x in values.values()), len(values)
-        low, high = rate_interval(k, n)
+        low, high = rate_interval(k, n, confidence)
         verdict = decide(low, high, self.accepted())
         note = settle_note(n, seeds_to_settle_rate(k, n, self.accepted()), "this rate") \
             if verdict is Verdict.INCONCLUSIVE else ""

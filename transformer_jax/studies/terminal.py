@@ -74,9 +74,15 @@ class StudyVerdict:
     overall: str
     expectations: list[tuple[str, str]]  # (verdict, expected outcome in words)
     short: str = "-"  # the overall verdict in words: 'partly holds', 'not judged'
+    kinds: str = ""  # how those that do not hold failed: '1 contradicted, 1 smaller than stated'
 
     def count(self, word: str) -> int:
         return sum(v.startswith(word) for v, _ in self.expectations)
+
+    def cell(self, word: str) -> str:
+        """How many have the verdict `word`; for 'does not hold', how they failed."""
+        kinds = f" ({self.kinds})" if word == "does not hold" and self.kinds else ""
+        return f"{self.count(word)}{kinds}"
 
 
 def read_verdict(path: Path) -> StudyVerdict:
@@ -88,7 +94,8 @@ def read_verdict(path: Path) -> StudyVerdict:
         return StudyVerdict("", [])
     overall = verdict_text.overall_line(found).replace("**", "")
     expectations = [(verdict_text.verdict_words(row), row["text"]) for row in found["expectations"]]
-    return StudyVerdict(overall, expectations, found["counts"]["overall"].removeprefix("is "))
+    return StudyVerdict(overall, expectations, found["counts"]["overall"].removeprefix("is "),
+                        verdict_text.failure_kinds(found["counts"]))
 
 
 def runs_url(query: dict[str, str], port: int = TENSORBOARD_PORT) -> str:
@@ -250,7 +257,7 @@ class JobProgress:
         rows = []
         for name, (study, _) in self.studies.items():
             verdict = self.verdicts.get(name)
-            counts = [str(verdict.count(w)) if verdict else "-" for w in VERDICT_WORDS]
+            counts = [verdict.cell(w) if verdict else "-" for w in VERDICT_WORDS]
             overall = verdict.short if verdict else "not reported (runs left)"
             rows.append([name, str(len(study.variants)), str(self.diverged.get(name, 0)),
                          *counts, overall])

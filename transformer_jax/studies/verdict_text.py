@@ -36,8 +36,40 @@ def expectation_cells(row: dict[str, Any], flat_window: float = convergence.FLAT
 
 
 def verdict_words(row: dict[str, Any]) -> str:
-    """'holds', or 'inconclusive: ≈ 7 seeds would settle it ...' (with the note)."""
-    return row["verdict"] + (f": {row['note']}" if row["note"] else "")
+    """'holds', 'does not hold (contradicted)', or 'inconclusive: ≈ 7 seeds would settle it
+    ...' (with the note). A record judged before failures were told apart has no "failure"."""
+    failure = row.get("failure")
+    return (row["verdict"] + (f" ({failure})" if failure else "")
+            + (f": {row['note']}" if row["note"] else ""))
+
+
+HOLM_HEADER = "under Holm"
+
+
+def holm_cell(row: dict[str, Any]) -> str:
+    """What the verdict becomes under Holm's correction over the study, with its p-value;
+    in bold where it differs from the verdict."""
+    holm = row["holm"]
+    words = holm["verdict"] + (f" ({holm['failure']})" if holm["failure"] else "")
+    if holm["verdict"] != row["verdict"]:
+        words = f"**{words}**"
+    p = holm["p"]
+    return f"{words}, p {'< 0.0001' if p < 1e-4 else f'= {p:.2g}'}"
+
+
+def failed_words(counts: dict[str, Any], verb: str = "do not hold") -> str:
+    """'2 do not hold (1 contradicted, 1 smaller than stated)': how many failed and, where the
+    record says, how (`verb`: as the sentence needs it)."""
+    kinds = failure_kinds(counts)
+    return f"{counts['failed']} {verb}" + (f" ({kinds})" if kinds else "")
+
+
+def failure_kinds(counts: dict[str, Any]) -> str:
+    """'1 contradicted, 1 smaller than stated' (the kinds that occur; '': none, or a record
+    judged before failures were told apart)."""
+    return ", ".join(f"{counts[key]} {name}" for key, name in
+                     (("contradicted", "contradicted"),
+                      ("smaller_than_stated", "smaller than stated")) if counts.get(key))
 
 
 def _effect_and_threshold(row: dict[str, Any], comparison: Comparison):
@@ -85,6 +117,9 @@ def expectations_table(record: dict[str, Any], drop_per_seed: bool = False) -> l
     header = list(VERDICT_HEADER)
     window = record["summary"]["flat_window"]
     rows = [expectation_cells(row, window) for row in record["expectations"]]
+    if any("holm" in row for row in record["expectations"]):  # judged before Holm: no column
+        header.append(HOLM_HEADER)
+        rows = [r + [holm_cell(row)] for r, row in zip(rows, record["expectations"])]
     if drop_per_seed:  # report.md: the table without the per-seed values
         at = header.index("per-seed values")
         header, rows = header[:at] + header[at + 1:], [r[:at] + r[at + 1:] for r in rows]
@@ -92,10 +127,22 @@ def expectations_table(record: dict[str, Any], drop_per_seed: bool = False) -> l
 
 
 def overall_line(record: dict[str, Any]) -> str:
+    """The study's headline; where Holm's correction changes a verdict, what it becomes."""
     c = record["counts"]
     return (f"**Verdict: the claim {c['overall']} on this run** ({c['held']} hold, "
-            f"{c['failed']} do not hold, {c['inconclusive']} inconclusive of {c['total']} "
-            f"expectations; seeds {record['seeds']}).")
+            f"{failed_words(c)}, {c['inconclusive']} inconclusive of {c['total']} "
+            f"expectations; seeds {record['seeds']}).") + holm_line(c)
+
+
+def holm_line(counts: dict[str, Any]) -> str:
+    """' Under Holm's correction ...: the claim partly holds (1 hold, ...).' where it differs
+    from the verdict; '' where it does not, or the record was judged without it."""
+    holm = counts.get("holm")
+    if holm is None or all(holm[k] == counts[k] for k in ("held", "failed", "inconclusive")):
+        return ""
+    return (f" Under Holm's correction over its {holm['total']} expectations (family level "
+            f"{holm['family_level']:g}): the claim {holm['overall']} ({holm['held']} hold, "
+            f"{failed_words(holm)}, {holm['inconclusive']} inconclusive).")
 
 
 def notes(record: dict[str, Any]) -> str:
@@ -110,7 +157,19 @@ def notes(record: dict[str, Any]) -> str:
             f"standard deviations either side of the mean. A diverged run counts as the "
             f"expectation's `worst` if it sets one; else as the study's finished value least "
             f"favourable to the expectation, and a verdict that its value would change is "
-            f"inconclusive. A failure rate counts a diverged run as failed.")
+            f"inconclusive. A failure rate counts a diverged run as failed.") + holm_note(record)
+
+
+def holm_note(record: dict[str, Any]) -> str:
+    """What the 'under Holm' column means ('': a record judged without it)."""
+    holm = record["counts"].get("holm")
+    if holm is None:
+        return ""
+    return (f" Under Holm: the verdict under Holm's step-down correction over the study's "
+            f"{holm['total']} expectations at family level {holm['family_level']:g}; p: the "
+            f"smallest α at which the expectation's interval at confidence 1 − α is settled, "
+            f"and a settled verdict whose p does not survive becomes inconclusive "
+            f"(docs/verdicts.md).")
 
 
 def tuning_lines(record: dict[str, Any]) -> list[str]:
@@ -165,7 +224,7 @@ def verdict_cell(record: dict[str, Any]) -> str:
         passed = sum(check.verdict == PASS for check in found)
         return (f"not judged (no expectations); its analyses' checks: {passed} of "
                 f"{len(found)} pass")
-    failed = f", {c['failed']} {'does' if c['failed'] == 1 else 'do'} not" \
+    failed = ", " + failed_words(c, "does not" if c["failed"] == 1 else "do not") \
         if c["failed"] else ""
     extra = failed + (f", {c['inconclusive']} inconclusive" if c["inconclusive"] else "")
     overall = c["overall"].removeprefix("is ")  # 'the claim is inconclusive'
