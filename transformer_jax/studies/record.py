@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from transformer_jax.studies import convergence, multiplicity
+from transformer_jax.studies import convergence, judging_rules, multiplicity
 from transformer_jax.studies.checks import Section
 from transformer_jax.studies.stats import Failure
 from transformer_jax.studies.study import (Expectation, INTERVAL_METHOD, Judgement, Study,
@@ -141,6 +141,7 @@ def study_record(study: Study, expectations: Sequence[dict[str, Any]],
     return {"format": FORMAT, "study": study.name, "claim": study.claim,
             "published": study.published, "seeds": list(study.seeds),
             "budget": {"steps": sorted(set(steps))}, "interval_method": INTERVAL_METHOD,
+            "judging_rules": judging_rules.VERSION,
             "precision": FULL_PRECISION, "expectations": list(expectations),
             "counts": counted, "summary": summary, "probes": probes,
             "analyses": [s.to_json() for s in sections]}

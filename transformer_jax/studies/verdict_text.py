@@ -157,7 +157,20 @@ def notes(record: dict[str, Any]) -> str:
             f"standard deviations either side of the mean. A diverged run counts as the "
             f"expectation's `worst` if it sets one; else as the study's finished value least "
             f"favourable to the expectation, and a verdict that its value would change is "
-            f"inconclusive. A failure rate counts a diverged run as failed.") + holm_note(record)
+            f"inconclusive. A failure rate counts a diverged run as failed.") + holm_note(record) \
+        + judged_note(record)
+
+
+def judged_note(record: dict[str, Any]) -> str:
+    """Under which judging rules, and whether judged again without re-training ('': a record
+    that predates both)."""
+    rules = record.get("judging_rules")
+    judged = record.get("judged")
+    text = f" Judging rules: version {rules} (studies/judging_rules.py)." if rules else ""
+    if judged:
+        text += (f" Judged again at commit {judged['commit'][:12]} from the per-seed values in "
+                 f"{' and '.join(judged['from'])}, without re-training.")
+    return text
 
 
 def holm_note(record: dict[str, Any]) -> str:

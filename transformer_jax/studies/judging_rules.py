@@ -1,0 +1,69 @@
+"""The version of the rules that turn per-seed values into verdicts, tied to their code.
+
+Every verdict record says which version judged it (`judging_rules`). The version is tied to a
+digest of the judging code (the statistics, the comparisons, the decision, the words, the
+correction for multiplicity): tests/studies/test_judging_rules.py fails when the code's digest
+is not the one listed for VERSION, so changing how verdicts are computed means adding a
+version; and `stale_records` (in the same test, over the committed results) fails while any
+committed verdict was judged under another version, so the committed studies must be judged
+again (`python -m transformer_jax.studies.rejudge`) in the change that alters the rules.
+
+The digest reads the code's syntax tree without docstrings, so rewording a docstring or a
+comment leaves it, and a changed number, operator or branch moves it.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+# version -> the digest of the judging code it names. Append only: a new rule is a new version.
+VERSIONS = {
+    2: "0ce04babc7ae8f10",
+}
+VERSION = max(VERSIONS)
+
+
+def judging_code() -> list[Any]:
+    """The modules and classes whose code decides a verdict."""
+    from transformer_jax.studies import multiplicity, stats, study, tuning  # this layer's
+    return [stats, multiplicity, tuning, study.NO_EFFECT, study.Comparison, study.Measure, study.Judgement,
+            study.Expectation, study._rate_beyond_seeds, study.Study.refuse_unjudgeable,
+            study.Study._worst_below_chance]
+
+
+def code_digest() -> str:
+    """sha256 (16 hex digits) of the judging code's syntax trees, docstrings left out."""
+    trees = [_tree(o) for o in judging_code()]
+    return hashlib.sha256(json.dumps(trees).encode()).hexdigest()[:16]
+
+
+def _tree(code: Any) -> str:
+    """A module, class or function as its syntax tree; a table (a dict) as its items."""
+    if isinstance(code, dict):
+        return json.dumps({str(k): v for k, v in code.items()}, sort_keys=True)
+    return ast.dump(_without_docstrings(ast.parse(textwrap.dedent(inspect.getsource(code)))))
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def stale_records(results_dir: Path) -> list[str]:
+    """One line per committed verdict record judged under another version of the rules."""
+    problems = []
+    for path in sorted(Path(results_dir).glob("*_verdict.json")):
+        found = json.loads(path.read_text()).get("judging_rules")
+        if found != VERSION:
+            problems.append(f"{path.name}: judged under rules {found}, today's are {VERSION}: "
+                            "python -m transformer_jax.studies.rejudge")
+    return problems
