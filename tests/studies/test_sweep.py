@@ -106,6 +106,9 @@ def test_identical_runs_of_two_studies_are_trained_once_and_both_reported(tmp_pa
     assert sweep.run_studies([(first, str(roots[0]), None), (second, str(roots[1]), None)],
                              (0, 1)) == done  # a rerun trains nothing, keeps the link
     assert _hashes(roots[0]) == before and link.is_symlink()
+    # the second study alone: its link into the first's workdir is its own identical run
+    assert sweep.run_studies([(second, str(roots[1]), None)], (0, 1)) == {"tiny_too": True}
+    assert _hashes(roots[0]) == before and link.is_symlink()
     # the second study's variant changed: its link no longer holds its run, and is refused
     changed = dataclasses.replace(second, variants={**second.variants,
                                                     "same_as_scaled": {"model.attn_scale": False}})

@@ -129,7 +129,9 @@ def link_identical_runs(name: str, root: Path, configs: dict[tuple[str, int], An
         run = root / variant / f"seed_{seed}"
         owner = owners.get(key)
         if owner is None or (run.exists() and not run.is_symlink()):
-            if run.is_symlink():
+            # a link made by an earlier sweep with the study it points into: still this run
+            # when the run it holds has this config (the study swept alone now)
+            if run.is_symlink() and not _holds_config(run, config):
                 raise study_lib.ConfigError(
                     f"{run} links to {os.readlink(run)}, whose config is no longer the same as "
                     f"{name}/{variant}'s; remove the link to train this run on its own")
@@ -155,6 +157,13 @@ def link_identical_runs(name: str, root: Path, configs: dict[tuple[str, int], An
             linked.setdefault((owner_study, owner_variant), set()).add(name)
         shared.add((variant, seed))
     return shared
+
+
+def _holds_config(run: Path, config: Any) -> bool:
+    """Whether the run directory `run` was trained with `config` (its saved config.json)."""
+    saved = run / workdir_lib.CONFIG_FILE
+    return saved.is_file() and json.loads(saved.read_text()) == json.loads(
+        json.dumps(config.to_dict(), default=repr))
 
 
 def run_all(directory: Path, workdir: str, size: str, shard: tuple[int, int],
