@@ -347,6 +347,8 @@ def _train_scalars(metrics: dict[str, Any]) -> dict[str, float]:
     norms = np.asarray(metrics["layer_grad_norm"])
     for layer, value in enumerate(norms):
         scalars[f"layers/grad_norm/layer_{layer:02d}"] = float(value)
+    for layer, value in enumerate(np.asarray(metrics["qk_grad_norm"])):  # through the softmax
+        scalars[f"layers/qk_grad_norm/layer_{layer:02d}"] = float(value)
     if len(norms) > 1 and norms[-1] > 0:
         # Xiong et al. 2020's picture as one number: the gradient that reaches the first layer
         # against the last's (about 1: depth-independent; far below: vanishing toward the input)

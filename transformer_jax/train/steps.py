@@ -21,7 +21,11 @@ from transformer_jax.model.norms import TRAINING
 Array = jax.Array
 Batch = dict[str, Array]
 DECAYED = ("kernel", "embedding", "table")  # parameter names that get weight decay
-DIAGNOSTICS = ("param_norm", "update_norm", "layer_grad_norm")  # train metrics for the logs only
+DIAGNOSTICS = ("param_norm", "update_norm", "layer_grad_norm",
+               "qk_grad_norm")  # train metrics for the logs only
+# The attention's W_q and W_k: the kernels whose gradient passes through the softmax (÷√d_k's
+# "so that gradients flow" is a claim about them; W_v's gradient bypasses the softmax's Jacobian).
+QK_KERNELS = ("query", "key")
 
 
 def make_optimizer(train: TrainConfig) -> tuple[optax.GradientTransformation, optax.Schedule]:
@@ -72,6 +76,13 @@ def _layer_norms(tree: Any, num_layers: int) -> Array:
     squares = [jnp.sum(jnp.square(leaf.astype(jnp.float32)).reshape(num_layers, -1), axis=1)
                for leaf in jax.tree.leaves(tree)]
     return jnp.sqrt(sum(squares))
+
+
+def qk_kernels(layers: dict) -> list[Array]:
+    """The stacked layers' W_q and W_k kernels ([num_layers, d_model, d_model] each) of a
+    params-shaped tree `layers` (params['layers'] or its gradient)."""
+    attention = layers["blocks"]["attention"]
+    return [attention[name]["kernel"] for name in QK_KERNELS]
 
 
 def over_replicas(fn: Callable, shared: tuple[int, ...] = ()) -> Callable:
@@ -169,13 +180,16 @@ def _step_function(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
 
 
 def _diagnostics_function(model_cfg: ModelConfig) -> Callable[[dict, dict], dict]:
-    """(params after a step, that step's `last`) -> DIAGNOSTICS."""
+    """(params after a step, that step's `last`) -> DIAGNOSTICS. qk_grad_norm: per layer, the
+    norm of the gradient of W_q and W_k together (their kernels; biases left out)."""
 
     def diagnose(params: dict, last: dict) -> dict:
         weights = replace_leaves(params, jax.tree.map(jnp.zeros_like, last["stats"]))  # no stats
+        layers = last["grads"]["layers"]
         return {"param_norm": optax.tree.norm(weights),
                 "update_norm": optax.tree.norm(last["updates"]),
-                "layer_grad_norm": _layer_norms(last["grads"]["layers"], model_cfg.num_layers)}
+                "layer_grad_norm": _layer_norms(layers, model_cfg.num_layers),
+                "qk_grad_norm": _layer_norms(qk_kernels(layers), model_cfg.num_layers)}
 
     return diagnose
 
