@@ -124,6 +124,8 @@ class ModelConfig:
     norm: Norm = Norm.PRE  # where the norm sits: post | pre | none
     norm_type: NormType = NormType.LAYERNORM  # what it computes: layernorm | rmsnorm | dyt | batchnorm
     attn_scale: bool = True  # divide Q·Kᵀ by √d_k
+    qk_init_scale: float = 1.0  # W_q and W_k initialized at this times their usual draw (d_k^(-1/4):
+    # an unscaled model's Q·Kᵀ starts with a scaled one's variance)
     qk_norm: bool = False  # LayerNorm on each head's q and k before Q·Kᵀ (and before rotary)
     residual: bool = True  # x + sublayer(x); False: sublayer(x) alone
     arch: Arch = Arch.DECODER  # encoder (bidirectional, padding mask) | decoder (causal)
@@ -154,6 +156,10 @@ class ModelConfig:
         if (not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool)
                 or not 0.0 <= self.dropout < 1.0):
             raise ConfigError(f"model.dropout={self.dropout!r} must be in [0, 1)")
+        if (not isinstance(self.qk_init_scale, (int, float)) or isinstance(self.qk_init_scale, bool)
+                or not (math.isfinite(self.qk_init_scale) and self.qk_init_scale > 0)):
+            raise ConfigError(f"model.qk_init_scale={self.qk_init_scale!r} must be a positive "
+                              "number (a multiplier on W_q's and W_k's initial draw; 1 = as usual)")
         for name, kind in MODEL_ENUMS.items():  # 'rotary' as Position.ROTARY: a string left
             value = getattr(self, name)  # as it is would silently match no member
             if isinstance(value, str) and not isinstance(value, kind):
@@ -265,7 +271,8 @@ class TrainConfig:
 # the one its committed verdict was judged with (studies/study.py), except where every
 # fingerprint already holds the field: it was added before fingerprints existed (4f1c347).
 ADDED_FIELDS = {"model.norm_type": "layernorm", "model.qk_norm": False,
-                "model.causal_mask": True, "model.dense_matmul": "compute"}
+                "model.causal_mask": True, "model.dense_matmul": "compute",
+                "model.qk_init_scale": 1.0}
 IN_EVERY_FINGERPRINT = frozenset({"model.norm_type", "model.qk_norm"})
 
 

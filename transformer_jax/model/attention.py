@@ -156,6 +156,14 @@ def max_abs_allowed_logit(logits: Array, mask: Optional[Array]) -> Array:
     return jnp.max(jnp.where(allowed & real_query, jnp.abs(logits), 0.0))
 
 
+LINEAR_INIT = nnx.initializers.lecun_normal()  # nnx.Linear's own default: var 1/fan_in
+
+
+def scaled_init(init: Callable, factor: float) -> Callable:
+    """`init` with every draw multiplied by `factor` (1.0: the same values, bit for bit)."""
+    return lambda key, shape, dtype=jnp.float32: factor * init(key, shape, dtype)
+
+
 class MultiHeadAttention(nnx.Module):
     """h heads partition d_model; W_q, W_k, W_v project, W_o mixes the heads back.
 
@@ -164,7 +172,8 @@ class MultiHeadAttention(nnx.Module):
     """
 
     def __init__(self, d_model: int, num_heads: int, *, attn_scale: bool = True,
-                 qk_norm: bool = False, implementation: AttentionImpl = AttentionImpl.EXPLICIT,
+                 qk_norm: bool = False, qk_init_scale: float = 1.0,
+                 implementation: AttentionImpl = AttentionImpl.EXPLICIT,
                  dtype=jnp.float32, dense_matmul: DenseMatmul = DenseMatmul.COMPUTE,
                  rngs: nnx.Rngs):
         if d_model % num_heads:
@@ -174,8 +183,13 @@ class MultiHeadAttention(nnx.Module):
         self.attn_scale = attn_scale
         self.qk_norm = qk_norm
         self.implementation = implementation
-        linear = lambda: Dense(d_model, d_model, matmul=dense_matmul, dtype=dtype, rngs=rngs)
-        self.query, self.key, self.value, self.out = linear(), linear(), linear(), linear()
+        linear = lambda init=LINEAR_INIT: Dense(d_model, d_model, matmul=dense_matmul,  # noqa: E731
+                                                dtype=dtype, kernel_init=init, rngs=rngs)
+        # W_q and W_k start at qk_init_scale times their usual draw: with d_k^(-1/4) each, an
+        # unscaled model's Q·Kᵀ starts with the variance a scaled one's has (1 rather than d_k)
+        qk_init = scaled_init(LINEAR_INIT, qk_init_scale)
+        self.query, self.key = linear(qk_init), linear(qk_init)
+        self.value, self.out = linear(), linear()
         norm = lambda: qk_layer_norm(self.head_dim, dtype=dtype, rngs=rngs)  # noqa: E731
         self.query_norm, self.key_norm = (norm(), norm()) if qk_norm else (None, None)
 

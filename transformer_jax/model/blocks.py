@@ -61,8 +61,8 @@ class Block(nnx.Module):
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         self.attention = MultiHeadAttention(
             cfg.d_model, cfg.num_heads, attn_scale=cfg.attn_scale, qk_norm=cfg.qk_norm,
-            implementation=cfg.attention, dtype=compute_dtype(cfg),
-            dense_matmul=cfg.dense_matmul, rngs=rngs)
+            qk_init_scale=cfg.qk_init_scale, implementation=cfg.attention,
+            dtype=compute_dtype(cfg), dense_matmul=cfg.dense_matmul, rngs=rngs)
         self.feed_forward = FeedForward(cfg, rngs=rngs)
         pre, post = cfg.norm is Norm.PRE, cfg.norm is Norm.POST
         self.norm_before_attention = norm_layer(cfg, rngs) if pre else None
