@@ -302,7 +302,9 @@ def test_the_committed_verdict_and_summary_markdown_render_from_the_records():
             (RESULTS / f"{name}_verdict.md").read_text(), name
         assert verdict_text.summary_markdown(found) == \
             (RESULTS / f"{name}_summary.md").read_text(), name
-        assert found["precision"] == record.AS_PRINTED  # converted: numbers as printed
+        # converted from a verdict.md: numbers as printed; written by a sweep: at full precision
+        assert found["precision"] == (record.AS_PRINTED if "converted" in found
+                                      else record.FULL_PRECISION), name
 
 
 def test_a_sweep_writes_provenance_and_pages_beside_its_report(tmp_path):
