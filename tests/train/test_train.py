@@ -92,6 +92,7 @@ def test_tensorboard_readback(tiny_run):
                                        "param_norm", "update_norm", "max_abs_logit",
                                        "steps_per_sec")}
     expected |= {"layers/grad_norm/layer_00", "layers/grad_norm/layer_01",
+                 "layers/qk_grad_norm/layer_00", "layers/qk_grad_norm/layer_01",
                  "layers/grad_norm_ratio", "eval/loss", "eval/accuracy", bits}
     expected |= {f"attention/{k}/layer_{l:02d}" for k in ("entropy", "max_weight", "max_abs_logit")
                  for l in (0, 1)}
@@ -102,6 +103,10 @@ def test_tensorboard_readback(tiny_run):
                                                     scalars["layers/grad_norm/layer_00"],
                                                     scalars["layers/grad_norm/layer_01"]):
         assert abs(ratio - first / last) <= 1e-5 * ratio, step  # first layer over the last
+    for layer in ("00", "01"):  # W_q and W_k are a part of the layer's parameters
+        for (step, qk), (_, whole) in zip(scalars[f"layers/qk_grad_norm/layer_{layer}"],
+                                          scalars[f"layers/grad_norm/layer_{layer}"]):
+            assert 0 < qk < whole, step
     assert all(math.isfinite(v) for points in scalars.values() for _, v in points)
     for _, value in scalars["attention/entropy/layer_00"] + scalars["attention/entropy/layer_01"]:
         assert 0.0 <= value <= 1.0
