@@ -1,6 +1,6 @@
 """Pre-registration the tool enforces: every committed verdict carries the fingerprint of the
-design it was judged with, which must still be its experiment file's; its expectations were
-committed alone, before the code that produced the results."""
+design it was judged with, which must still be its experiment file's; that design was committed
+before the study's first results, or every later move of it is named by an amendment."""
 import dataclasses
 import json
 import shutil
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.studies import preregistration
+from transformer_jax.studies import history, preregistration
 from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,18 +73,30 @@ def test_a_threshold_moved_after_the_run_is_found(results_copy):
     assert [p for p in problems if p.startswith("positions: judged with fingerprint")]
 
 
-def test_a_verdict_without_its_record_and_a_mixed_commit_are_found(results_copy):
+def test_a_verdict_without_its_record_is_found(results_copy):
     results = results_copy / "results"
     (results / f"scaling_{preregistration.FILE}").unlink()
-    record = json.loads((results / f"residuals_{preregistration.FILE}").read_text())
-    # a commit that holds results as well as an experiment file
-    record["expectations_commit"] = preregistration.provenance.git(
-        REPO, "log", "-1", "--format=%H", "--", "experiments/results/scaling_verdict.md")
-    (results / f"residuals_{preregistration.FILE}").write_text(json.dumps(record))
     problems = preregistration.check_results(results, results_copy, REPO)
     assert any(p.startswith("scaling: no scaling_preregistration.json") for p in problems)
-    assert any(p.startswith("residuals: its expectations' commit") and "also holds results" in p
-               for p in problems)
+
+
+def test_every_study_names_each_move_of_its_design_after_its_first_results():
+    """The history rule (docs/verdicts.md) on this repository's history, with today's designs;
+    the scratch-repository cases are in test_preregistration_history.py."""
+    walk = history.Repository(REPO)
+    problems = []
+    for name, size in _committed_studies():
+        study = load_study(EXPERIMENTS / f"{name}.py", size)
+        past = walk.history(name, size, study.fingerprint())
+        problems += preregistration.history_problems(past, tuple(study.amendments))
+    assert problems == []
+
+
+def _committed_studies() -> list[tuple[str, str]]:
+    """(name, size) of every committed verdict."""
+    names = [p.name[:-len("_verdict.json")] for p in sorted(RESULTS.glob("*_verdict.json"))]
+    return [(n, json.loads((RESULTS / f"{n}_{preregistration.FILE}").read_text())["size"])
+            for n in names]
 
 
 def test_the_page_shows_the_fingerprint_and_both_commits(tmp_path):
@@ -108,7 +120,7 @@ def test_the_page_shows_the_fingerprint_and_both_commits(tmp_path):
 
 def test_a_design_changed_after_the_run_and_rejudged_is_found(results_copy):
     """Moving a threshold, then re-writing the report (which records today's fingerprint), still
-    fails: the committed design at the code that produced the results was another."""
+    fails: no commit holds that design, so it was not registered before any results."""
     experiment = results_copy / "positions.py"
     planted = '"encoder_none", Comparison.AT_MOST, 0.6)'
     experiment.write_text(experiment.read_text().replace(planted, planted.replace("0.6", "0.65")))
@@ -117,5 +129,6 @@ def test_a_design_changed_after_the_run_and_rejudged_is_found(results_copy):
     record["fingerprint"] = load_study(experiment, record["size"]).fingerprint()
     record_path.write_text(json.dumps(record))
     problems = preregistration.check_results(results_copy / "results", results_copy, REPO)
-    assert [p for p in problems if p.startswith("positions: the design it was judged with")]
+    assert [p for p in problems if p.startswith("positions: no commit holds "
+                                                 "experiments/positions.py's design of today")]
     assert not [p for p in problems if p.startswith("positions: judged with fingerprint")]
