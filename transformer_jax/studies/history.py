@@ -4,11 +4,14 @@ that could move it, the first commit with today's design, and the first commit w
 Each old version is loaded by today's package (the fingerprint is today's definition), from the
 commit's experiment file, the experiment files it loads by name and configs/, written into a
 temporary directory; a version is loaded once per (blobs, configs tree, size). One that no longer
-loads is UNREADABLE: a change like any other, so a file broken after its results is named too.
+loads is UNREADABLE (with the version's short hash): it cannot show that it kept the design, so
+each new unreadable version counts as a change like any other, and one after the study's results
+is named too.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 import subprocess
 import tempfile
@@ -90,7 +93,7 @@ class Repository:
 
     def designs_at(self, commit: str, name: str, size: str) -> tuple[str, str]:
         """(fingerprint, training fingerprint) of experiments/<name>.py at `commit`: ABSENT
-        where the file is not there, UNREADABLE where today's package cannot load it."""
+        where the file is not there, UNREADABLE:<version> where today's package cannot load it."""
         tree = self._tree(commit)
         mine = tree.get(f"experiments/{name}.py")
         if mine is None:
@@ -124,7 +127,8 @@ class Repository:
                     study = loading.load_study(root / "experiments" / f"{name}.py", size)
                     return study.fingerprint(), study.training_fingerprint()
             except Exception:  # noqa: BLE001 (an old file may fail in any way: it is unreadable)
-                return UNREADABLE, UNREADABLE
+                version = hashlib.sha256(repr((blob, configs, siblings)).encode()).hexdigest()[:8]
+                return f"{UNREADABLE}:{version}", f"{UNREADABLE}:{version}"
 
     def results_commit(self, name: str) -> Optional[str]:
         """The first commit that added one of the study's RESULT_KINDS files (exact names, so
