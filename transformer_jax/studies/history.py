@@ -2,18 +2,17 @@
 that could move it, the first commit with today's design, and the first commit with its results.
 
 Each old version is loaded by today's package (the fingerprint is today's definition), from the
-commit's experiment file, the experiment files it loads by name and configs/, written into a
-temporary directory; a version is loaded once per (blobs, configs tree, size). One that no longer
-loads is UNREADABLE (with the version's short hash): it cannot show that it kept the design, so
-each new unreadable version counts as a change like any other, and one after the study's results
-is named too.
+commit's experiment files and configs/, written into a temporary directory; a version is loaded
+once per (its files' blobs, size). One that no longer loads is UNREADABLE:<hash of the files it
+names, transitively: itself, the experiment and config files it loads>: it cannot show that it
+kept the design, so each new unreadable version counts as a change like any other, and one after
+the study's results must be named too.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import re
-import subprocess
 import tempfile
 import warnings
 from pathlib import Path
@@ -49,11 +48,10 @@ def names_commit(amendments: tuple[str, ...], commit: str) -> bool:
     return any(commit.startswith(word) for line in amendments for word in COMMIT_NAME.findall(line))
 
 
-_TREES: dict[str, dict[str, str]] = {}  # commit -> path -> object id
+_TREES: dict[str, dict[str, str]] = {}  # commit -> path -> blob
 _BLOBS: dict[str, str] = {}  # blob -> text
 _NAMES: dict[str, frozenset[str]] = {}  # blob -> the *.py names in it
-_ARCHIVES: dict[str, bytes] = {}  # configs tree -> its tar
-_DESIGNS: dict[tuple, tuple[str, str]] = {}  # (name, size, blobs, configs tree) -> fingerprints
+_DESIGNS: dict[tuple, tuple[str, str]] = {}  # (name, size, (path, blob)s) -> fingerprints
 
 
 class Repository:
@@ -74,10 +72,12 @@ class Repository:
         return out.splitlines() if out else []
 
     def _tree(self, commit: str) -> dict[str, str]:
-        """path -> object id of experiments/*.py and configs (a tree) at `commit`."""
+        """path -> blob of experiments/*.py and configs/**/*.py at `commit`."""
         if commit not in self._trees:
-            rows = self._lines("ls-tree", commit, "experiments/", "configs")
-            self._trees[commit] = {r.split("\t")[1]: r.split()[2] for r in rows}
+            rows = self._lines("ls-tree", "-r", commit, "--", "configs", "experiments")
+            paths = (r.split("\t") for r in rows)
+            self._trees[commit] = {path: meta.split()[2] for meta, path in paths
+                                   if path.endswith(".py") and "/results/" not in path}
         return self._trees[commit]
 
     def _blob(self, blob: str) -> str:
@@ -86,49 +86,58 @@ class Repository:
         return self._blobs[blob]
 
     def _file_names(self, blob: str) -> frozenset[str]:
-        """The *.py names an experiment file's text mentions (the files it may load)."""
+        """The *.py names a file's text mentions (the files it may load)."""
         if blob not in _NAMES:
             _NAMES[blob] = frozenset(re.findall(r"\b\w+\.py\b", self._blob(blob)))
         return _NAMES[blob]
 
+    def _loaded(self, tree: dict[str, str], path: str) -> tuple[tuple[str, str], ...]:
+        """(path, blob) of the files `path` loads by name, and those they load: another
+        experiment file (load_module(HERE / "lm_positions.py")) or a config file."""
+        found, todo = {path: tree[path]}, [path]
+        while todo:
+            names = self._file_names(tree[todo.pop()])
+            for other, blob in tree.items():
+                if other not in found and Path(other).name in names:
+                    found[other] = blob
+                    if other.startswith("experiments/"):  # a config file loads no other file
+                        todo.append(other)
+        return tuple(sorted(found.items()))
+
     def designs_at(self, commit: str, name: str, size: str) -> tuple[str, str]:
         """(fingerprint, training fingerprint) of experiments/<name>.py at `commit`: ABSENT
-        where the file is not there, UNREADABLE:<version> where today's package cannot load it."""
+        where the file is not there, UNREADABLE:<version> where today's package cannot load it
+        (<version>: a hash of the files it loads, so an edit to any of them is a new one)."""
         tree = self._tree(commit)
-        mine = tree.get(f"experiments/{name}.py")
-        if mine is None:
+        path = f"experiments/{name}.py"
+        if path not in tree:
             return ABSENT, ABSENT
-        # the sibling experiment files it loads by name (load_module(HERE / "lm_positions.py"))
-        loads = self._file_names(mine)
-        siblings = tuple(sorted((p, b) for p, b in tree.items() if p.endswith(".py")
-                                and p != f"experiments/{name}.py" and Path(p).name in loads))
-        key = (name, size, mine, tree.get("configs"), siblings)
+        loaded = self._loaded(tree, path)
+        files = tuple(sorted({*loaded, *((p, b) for p, b in tree.items()
+                                         if p.startswith("configs/"))}))
+        key = (name, size, files)
         if key not in self._designs:
-            self._designs[key] = self._load(name, size, mine, tree.get("configs"), siblings)
-        return self._designs[key]
+            self._designs[key] = self._load(name, size, files)
+        found = self._designs[key]
+        if found[0] != UNREADABLE:
+            return found
+        version = hashlib.sha256(repr(loaded).encode()).hexdigest()[:8]
+        return f"{UNREADABLE}:{version}", f"{UNREADABLE}:{version}"
 
-    def _load(self, name, size, blob, configs, siblings) -> tuple[str, str]:
+    def _load(self, name: str, size: str, files: tuple[tuple[str, str], ...]) -> tuple[str, str]:
+        """Today's package loads the study from these (path, blob) files, in a scratch root."""
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
-            (root / "experiments").mkdir()
-            for path, sibling in ((f"experiments/{name}.py", blob), *siblings):
-                (root / path).write_text(self._blob(sibling))
-            if configs is not None:
-                if configs not in _ARCHIVES:
-                    _ARCHIVES[configs] = subprocess.run(
-                        ["git", "-C", str(self.repo), "archive", configs], capture_output=True,
-                        timeout=60, check=True).stdout
-                (root / "configs").mkdir()
-                subprocess.run(["tar", "-x", "-C", str(root / "configs")],
-                               input=_ARCHIVES[configs], check=True, timeout=60)
+            for path, blob in files:
+                (root / path).parent.mkdir(parents=True, exist_ok=True)
+                (root / path).write_text(self._blob(blob))
             try:
                 with warnings.catch_warnings():  # an old import path warns; the verdict is the same
                     warnings.simplefilter("ignore")
                     study = loading.load_study(root / "experiments" / f"{name}.py", size)
                     return study.fingerprint(), study.training_fingerprint()
             except Exception:  # noqa: BLE001 (an old file may fail in any way: it is unreadable)
-                version = hashlib.sha256(repr((blob, configs, siblings)).encode()).hexdigest()[:8]
-                return f"{UNREADABLE}:{version}", f"{UNREADABLE}:{version}"
+                return UNREADABLE, UNREADABLE
 
     def results_commit(self, name: str) -> Optional[str]:
         """The first commit that added one of the study's RESULT_KINDS files (exact names, so
