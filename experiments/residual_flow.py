@@ -87,9 +87,9 @@ def get_study(size: str) -> Study:
             flattened(name(True, shallow), acc, FLAT_ACCURACY),
             flattened(name(True, deep), acc, FLAT_ACCURACY),
         ),
-        amendments=(FLATTENED_ADDED + "; this page already showed both residual arms' late "
-                    "change under 0.01 when the amount was fixed (by FLAT_ACCURACY's rule, not by "
-                    "that)",),
+        amendments=("e23a1b8: " + FLATTENED_ADDED + "; this page already showed both "
+                    "residual arms' late change under 0.01 when the amount was fixed (by "
+                    "FLAT_ACCURACY's rule, not by that)",),
         probes=functools.partial(depth_eval.write_probes, depth=deep),
         suite="mechanisms",
     )
