@@ -114,7 +114,9 @@ def test_the_page_shows_the_fingerprint_and_both_commits(tmp_path):
     pages.write_results(results)
     page = (results / "positions.md").read_text()
     assert f"fingerprint `{study.fingerprint()}` of `positions.py` at `--size=default`" in page
-    assert f"committed in:** `{'c' * 40}`; the results from the code at `{'d' * 40}`" in page
+    assert "- **Design and first results commits:** not read (the experiment file is not in a " \
+        "git checkout)." in page  # a copy of experiments/
+    assert f"- **Results from the code at:** `{'d' * 40}`." in page
     assert "- fa0d73b: 'encoder with ALiBi beats no positions" in page  # the amendment
 
 
@@ -132,3 +134,22 @@ def test_a_design_changed_after_the_run_and_rejudged_is_found(results_copy):
     assert [p for p in problems if p.startswith("positions: no commit holds "
                                                  "experiments/positions.py's design of today")]
     assert not [p for p in problems if p.startswith("positions: judged with fingerprint")]
+
+
+def test_every_page_shows_its_design_commit_first_results_commit_and_amendments():
+    from transformer_jax.studies import pages
+
+    walk = history.Repository(REPO)
+    for entry in [e for e in pages.results_entries(RESULTS) if e.ran]:
+        name = entry.files.name
+        registered = preregistration.read(RESULTS / f"{name}_{preregistration.FILE}")
+        past = pages.page_history(entry, registered)
+        today = load_study(EXPERIMENTS / f"{name}.py", registered["size"]).fingerprint()
+        assert past == walk.history(name, registered["size"], today), name
+        assert past.design_commit and past.results_commit, name
+        page = pages.study_page(entry)
+        assert f"- **Design committed in:** `{past.design_commit}`" in page, name
+        assert f"- **First results committed in:** `{past.results_commit}`" in page, name
+        assert "Expectations committed in" not in page, name  # the last touch, not a registration
+        missing = [a for a in entry.amendments if f"- {a}" not in page]
+        assert not missing, f"{name}: its page lacks the amendment {missing[0]!r}"

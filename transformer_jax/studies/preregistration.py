@@ -110,3 +110,15 @@ def _trained_as_today(walk: history.Repository, name: str, size: str, today,
                 "what is trained changed after the run; re-run it"]
     return []
 
+
+
+def registration(experiment: Path, size: str) -> Optional[history.History]:
+    """The history of `experiment` (a checkout's experiments/<name>.py) judged against its
+    design today at `size`, for its page: the design commit and the first results commit; None
+    outside a git checkout (a copied experiments/, a sweep's directory)."""
+    experiment = Path(experiment).resolve()
+    top = provenance.git(experiment.parent, "rev-parse", "--show-toplevel")
+    if top is None or experiment.parent != Path(top).resolve() / "experiments":
+        return None
+    today = loading.load_study(experiment, size).fingerprint()
+    return history.Repository(Path(top)).history(experiment.stem, size, today)
