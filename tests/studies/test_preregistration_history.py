@@ -153,3 +153,17 @@ def test_a_version_that_no_longer_loads_is_a_change(tmp_path):
     first, second = (walk.designs_at(c, "toy", "default")[0] for c in (broken, again))
     assert first.startswith(f"{history.UNREADABLE}:") and second.startswith(f"{history.UNREADABLE}:")
     assert first != second  # an unreadable edit cannot show it kept the design: a change
+
+
+def test_amended_expectations_may_be_re_judged_on_the_same_runs(tmp_path):
+    repo = Scratch(tmp_path)
+    repo.design(margin=0.02)
+    registered = repo.commit("toy: design")
+    repo.results(registered)
+    repo.commit("toy: results")
+    repo.design(margin=0.3)
+    moved = repo.commit("toy: threshold 0.02 -> 0.3")
+    repo.design(margin=0.3, amendments=[f"{moved[:7]}: margin 0.02 -> 0.3; held at 0.02"])
+    repo.results(registered)  # today's fingerprint, judged on the runs of the registered code
+    repo.commit("toy: re-judged on the same runs")
+    assert repo.problems() == []
