@@ -65,15 +65,21 @@ class Scratch:
                                              self.root / "experiments", self.root)
 
 
-def _moved_after_results(tmp_path: Path) -> tuple[Scratch, str]:
-    """Registered at 0.02, results committed, the threshold moved to 0.3 and re-run."""
+def _registered_then_moved(tmp_path: Path) -> tuple[Scratch, str, str]:
+    """Registered at 0.02, results committed, then the threshold moved to 0.3: (repo, the
+    registering commit, the moving one)."""
     repo = Scratch(tmp_path)
     repo.design(margin=0.02)
     registered = repo.commit("toy: design")
     repo.results(registered)
     repo.commit("toy: results")
     repo.design(margin=0.3)
-    moved = repo.commit("toy: threshold 0.02 -> 0.3")
+    return repo, registered, repo.commit("toy: threshold 0.02 -> 0.3")
+
+
+def _moved_after_results(tmp_path: Path) -> tuple[Scratch, str]:
+    """Registered at 0.02, results committed, the threshold moved to 0.3 and re-run."""
+    repo, _, moved = _registered_then_moved(tmp_path)
     repo.results(moved)
     repo.commit("toy: re-run, identical numbers")
     return repo, moved
@@ -156,13 +162,7 @@ def test_a_version_that_no_longer_loads_is_a_change(tmp_path):
 
 
 def test_amended_expectations_may_be_re_judged_on_the_same_runs(tmp_path):
-    repo = Scratch(tmp_path)
-    repo.design(margin=0.02)
-    registered = repo.commit("toy: design")
-    repo.results(registered)
-    repo.commit("toy: results")
-    repo.design(margin=0.3)
-    moved = repo.commit("toy: threshold 0.02 -> 0.3")
+    repo, registered, moved = _registered_then_moved(tmp_path)
     repo.design(margin=0.3, amendments=[f"{moved[:7]}: margin 0.02 -> 0.3; held at 0.02"])
     repo.results(registered)  # today's fingerprint, judged on the runs of the registered code
     repo.commit("toy: re-judged on the same runs")
