@@ -139,15 +139,25 @@ def get_study(size: str) -> Study:
             flattened(variant("pre_res", deep), acc, FLAT_ACCURACY),
             flattened(variant("post_res_warmup", deep), acc, FLAT_ACCURACY),
         ),
-        amendments=(FLATTENED_ADDED + "; the depth page already showed pre_res still gaining "
-                    "≈ 0.04 over its last 50 steps when the amount was fixed (by FLAT_ACCURACY's "
-                    "rule, not by that)",
-                    "06bcce4 (issue 49): a diverged run counts as chance accuracy (1/16), no longer "
-                    "as 0, which is below chance. Before, with every res_no_norm_L24 and "
-                    "res_no_norm_warmup_clip_L24 run diverged and counted as 0, 'Post-LN with "
-                    "warm-up beats residuals without a norm given the same warm-up and clipping "
-                    "by at least 0.05' held at 0.063 [0.053, 0.073]: an arm at chance beating "
-                    "runs counted as 0; the other eight verdicts were as now"),
+        amendments=(
+            "138ab4c: its results commit edited the docstring only (the measured time)",
+            "5c35236: the expectations built by two helpers, the same Expectation objects "
+            "(checked equal then), after the first results (138ab4c: all six held)",
+            "f208c5f: the package move rewrote only its import lines; the version before it no "
+            "longer loads with today's package, so history cannot show the design kept",
+            "0fbe94f: two careful arms (Post-LN with warm-up; no norm with warm-up and clipping) "
+            "and three expectations at the deepest depth, added after the first results (all six "
+            "held), before their own runs",
+            "e23a1b8: " + FLATTENED_ADDED + "; the depth page already showed pre_res still "
+            "gaining ≈ 0.04 over its last 50 steps when the amount was fixed (by FLAT_ACCURACY's "
+            "rule, not by that)",
+            "06bcce4 (issue 49): a diverged run counts as chance accuracy (1/16), no longer "
+            "as 0, which is below chance. Before, with every res_no_norm_L24 and "
+            "res_no_norm_warmup_clip_L24 run diverged and counted as 0, 'Post-LN with "
+            "warm-up beats residuals without a norm given the same warm-up and clipping "
+            "by at least 0.05' held at 0.063 [0.053, 0.073]: an arm at chance beating "
+            "runs counted as 0; the other eight verdicts were as now",
+        ),
         probes=functools.partial(depth_eval.write_probes, depth=deep),
         suite="depth",
         analyses=(depth_eval.accuracy_by_depth,),

@@ -49,9 +49,20 @@ def get_study(size: str) -> Study:
     unseen = f"on unseen lengths {n + 1}–{4 * n} (eval accuracy ≥ 0.05)"
     return Study(
         name="length_generalization",
-        amendments=("6ace3a6: the task (sort_distinct in causal decoders), the lengths (train "
-                    "≤ 8, evaluate 9–32) and the 0.05 thresholds were set after the first "
-                    "design's marginal results (6c62dbf), against measured gaps of 0.17–0.36",),
+        amendments=(
+            "6ace3a6: the task (sort_distinct in causal decoders), the lengths (train ≤ 8, "
+            "evaluate 9–32) and the 0.05 thresholds were set after the first design's marginal "
+            "results (6c62dbf), against measured gaps of 0.17–0.36",
+            "0972c63: the train.update lines became study_schedule(), the same schedule then (6 "
+            "evaluations), which later changed for every study (4ea43b5: 10 evaluations, the last"
+            " on the whole eval split), so the design moved after the first results (14a4eba: "
+            "held: ALiBi 0.35, none 0.29, sinusoidal 0.29, learned 0.23, rotary 0.16 on copy, "
+            "tested at 9–16)",
+            "c30ab5f: configs/synthetic.py gained the lag_bits task (for heads); this file did "
+            "not load with today's package then, so history cannot show whether its design moved",
+            "f208c5f: the package move rewrote only its import lines; the version before it no "
+            "longer loads with today's package, so history cannot show the design kept",
+        ),
         claim="Relative or no positional information extrapolates to longer sequences; absolute "
               "(learned, sinusoidal) does not.",
         published=("Press et al. 2021 (ALiBi extrapolates far past the training length, "

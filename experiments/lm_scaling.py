@@ -72,6 +72,18 @@ def get_study(size: str) -> Study:
                           name(d_k, True), Comparison.BETTER, 0.02, b=name(d_k, False),
                           higher_is_better=False) for d_k in head_dims[1:]),
         ),
+        amendments=(
+            "7e9b995: loads lm_positions through study.load_module (the same numbers, checked "
+            "then)",
+            "4ea43b5: the final evaluation reads the whole held-out split (lm_positions' base), "
+            "after the first results (74857dd: d_k 16 unscaled within 2 % did not hold, +4.3 %; "
+            "at d_k 64 and 256 scaled beat unscaled by 0.40 and 0.43 bits/char)",
+            "19a818e: re-sized: d_k 16/64/256 at d_model 256, 1 layer, 400 steps became d_k "
+            "16/128 at d_model 128, 2 layers, 1,200 steps; thresholds kept",
+            "5b1829a: batch 32 -> 24 (lm_positions' base)",
+            "f208c5f: the package move rewrote only its import lines; no version before it loads "
+            "with today's package, so history cannot show the design kept",
+        ),
         suite="lm",
         analyses=(penalty_by_head_dim,),
     )

@@ -65,7 +65,20 @@ def get_study(size: str) -> Study:
             flattened("pre_no_warmup", "eval/accuracy", FLAT_ACCURACY),
             flattened("post_warmup", "eval/accuracy", FLAT_ACCURACY),
         ),
-        amendments=(FLATTENED_ADDED,),
+        amendments=(
+            "685b9a7: task reverse -> sort (6 layers, lr 3e-3, 300 steps, was 400) chosen with "
+            "the numbers its commit message reports (Pre-LN 0.98 without warm-up, Post-LN failing"
+            " 2 of 3 seeds without warm-up and 0.97 with it, no norm 0.09), before any results "
+            "file",
+            "0972c63: the train.update lines became study_schedule(), the same schedule then (6 "
+            "evaluations), which later changed for every study (4ea43b5: 10 evaluations, the last"
+            " on the whole eval split), so the design moved after the first results (14a4eba: "
+            "held: Pre-LN 0.98, Post-LN 0.35 without warm-up and 0.97 with it, no norm 0.09)",
+            "608a92c: the DyT arm (pre_dyt_no_warmup) and 'DyT trains close to LayerNorm (within "
+            "5 %)' committed together with their measured result (DyT 0.986 vs LayerNorm 0.979), "
+            "not before it",
+            "e23a1b8: " + FLATTENED_ADDED,
+        ),
         probes=write_probes,
     )
 

@@ -90,9 +90,9 @@ def get_study(size: str) -> Study:
             flattened(name(True, shallow), acc, FLAT_ACCURACY),
             flattened(name(True, deep), acc, FLAT_ACCURACY),
         ),
-        amendments=(FLATTENED_ADDED + "; this page already showed both residual arms' late "
-                    "change under 0.01 when the amount was fixed (by FLAT_ACCURACY's rule, not by "
-                    "that)",
+        amendments=("e23a1b8: " + FLATTENED_ADDED + "; this page already showed both "
+                    "residual arms' late change under 0.01 when the amount was fixed (by "
+                    "FLAT_ACCURACY's rule, not by that)",
                     "06bcce4 (issue 49): the two 'no run's first layer gets less than 0.5 (at the "
                     "start) / 0.2 (after training) of the last layer's gradient norm' "
                     "expectations, failure rates of at most 0 %, which no seed count can show, "

@@ -50,6 +50,12 @@ def get_study(size: str) -> Study:
                         b="unscaled_high_lr"),
         ),
         probes=write_probes,
+        amendments=(
+            "0972c63: the train.update lines became study_schedule(), the same schedule then (6 "
+            "evaluations), which later changed for every study (4ea43b5: 10 evaluations, the last"
+            " on the whole eval split), so the design moved after the first results (14a4eba: "
+            "both held: scaled 0.73 vs unscaled 0.42 at lr 1e-3, 0.91 vs 0.42 at 3e-3)",
+        ),
     )
 
 

@@ -1,6 +1,6 @@
 """Pre-registration the tool enforces: every committed verdict carries the fingerprint of the
-design it was judged with, which must still be its experiment file's; its expectations were
-committed alone, before the code that produced the results."""
+design it was judged with, which must still be its experiment file's; that design was committed
+before the study's first results, or every later move of it is named by an amendment."""
 import dataclasses
 import json
 import shutil
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.studies import preregistration
+from transformer_jax.studies import history, preregistration
 from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,18 +73,30 @@ def test_a_threshold_moved_after_the_run_is_found(results_copy):
     assert [p for p in problems if p.startswith("positions: judged with fingerprint")]
 
 
-def test_a_verdict_without_its_record_and_a_mixed_commit_are_found(results_copy):
+def test_a_verdict_without_its_record_is_found(results_copy):
     results = results_copy / "results"
     (results / f"scaling_{preregistration.FILE}").unlink()
-    record = json.loads((results / f"residuals_{preregistration.FILE}").read_text())
-    # a commit that holds results as well as an experiment file
-    record["expectations_commit"] = preregistration.provenance.git(
-        REPO, "log", "-1", "--format=%H", "--", "experiments/results/scaling_verdict.md")
-    (results / f"residuals_{preregistration.FILE}").write_text(json.dumps(record))
     problems = preregistration.check_results(results, results_copy, REPO)
     assert any(p.startswith("scaling: no scaling_preregistration.json") for p in problems)
-    assert any(p.startswith("residuals: its expectations' commit") and "also holds results" in p
-               for p in problems)
+
+
+def test_every_study_names_each_move_of_its_design_after_its_first_results():
+    """The history rule (docs/verdicts.md) on this repository's history, with today's designs;
+    the scratch-repository cases are in test_preregistration_history.py."""
+    walk = history.Repository(REPO)
+    problems = []
+    for name, size in _committed_studies():
+        study = load_study(EXPERIMENTS / f"{name}.py", size)
+        past = walk.history(name, size, study.fingerprint())
+        problems += preregistration.history_problems(past, tuple(study.amendments))
+    assert problems == []
+
+
+def _committed_studies() -> list[tuple[str, str]]:
+    """(name, size) of every committed verdict."""
+    names = [p.name[:-len("_verdict.json")] for p in sorted(RESULTS.glob("*_verdict.json"))]
+    return [(n, json.loads((RESULTS / f"{n}_{preregistration.FILE}").read_text())["size"])
+            for n in names]
 
 
 def test_the_page_shows_the_fingerprint_and_both_commits(tmp_path):
@@ -102,13 +114,15 @@ def test_the_page_shows_the_fingerprint_and_both_commits(tmp_path):
     pages.write_results(results)
     page = (results / "positions.md").read_text()
     assert f"fingerprint `{study.fingerprint()}` of `positions.py` at `--size=default`" in page
-    assert f"committed in:** `{'c' * 40}`; the results from the code at `{'d' * 40}`" in page
+    assert "- **Design and first results commits:** not read (the experiment file is not in a " \
+        "git checkout)." in page  # a copy of experiments/
+    assert f"- **Results from the code at:** `{'d' * 40}`." in page
     assert "- fa0d73b: 'encoder with ALiBi beats no positions" in page  # the amendment
 
 
 def test_a_design_changed_after_the_run_and_rejudged_is_found(results_copy):
     """Moving a threshold, then re-writing the report (which records today's fingerprint), still
-    fails: the committed design at the code that produced the results was another."""
+    fails: no commit holds that design, so it was not registered before any results."""
     experiment = results_copy / "positions.py"
     planted = '"encoder_none", Comparison.AT_MOST, 0.6)'
     experiment.write_text(experiment.read_text().replace(planted, planted.replace("0.6", "0.65")))
@@ -117,5 +131,25 @@ def test_a_design_changed_after_the_run_and_rejudged_is_found(results_copy):
     record["fingerprint"] = load_study(experiment, record["size"]).fingerprint()
     record_path.write_text(json.dumps(record))
     problems = preregistration.check_results(results_copy / "results", results_copy, REPO)
-    assert [p for p in problems if p.startswith("positions: the design it was judged with")]
+    assert [p for p in problems if p.startswith("positions: no commit holds "
+                                                 "experiments/positions.py's design of today")]
     assert not [p for p in problems if p.startswith("positions: judged with fingerprint")]
+
+
+def test_every_page_shows_its_design_commit_first_results_commit_and_amendments():
+    from transformer_jax.studies import pages
+
+    walk = history.Repository(REPO)
+    for entry in [e for e in pages.results_entries(RESULTS) if e.ran]:
+        name = entry.files.name
+        registered = preregistration.read(RESULTS / f"{name}_{preregistration.FILE}")
+        past = pages.page_history(entry, registered)
+        today = load_study(EXPERIMENTS / f"{name}.py", registered["size"]).fingerprint()
+        assert past == walk.history(name, registered["size"], today), name
+        assert past.design_commit and past.results_commit, name
+        page = pages.study_page(entry)
+        assert f"- **Design committed in:** `{past.design_commit}`" in page, name
+        assert f"- **First results committed in:** `{past.results_commit}`" in page, name
+        assert "Expectations committed in" not in page, name  # the last touch, not a registration
+        missing = [a for a in entry.amendments if f"- {a}" not in page]
+        assert not missing, f"{name}: its page lacks the amendment {missing[0]!r}"

@@ -33,6 +33,7 @@ from typing import Any, Optional, Sequence
 
 from transformer_jax.config import ConfigError
 from transformer_jax.studies import catalog, export, loading, suite_time
+from transformer_jax.studies import history as history_lib
 from transformer_jax.studies import preregistration as preregistration_lib
 from transformer_jax.studies import provenance as provenance_lib
 from transformer_jax.studies import record as record_lib
@@ -145,27 +146,39 @@ def produced_by(record: Optional[dict[str, Any]], file_name: str) -> list[str]:
 
 
 def preregistered(entry: Entry, record: Optional[dict[str, Any]], file_name: str,
-                  produced: Optional[dict[str, Any]]) -> list[str]:
+                  produced: Optional[dict[str, Any]],
+                  past: Optional[history_lib.History] = None) -> list[str]:
     """The '## Pre-registration' section: the fingerprint the verdict was judged with, the
-    commit of its expectations and of the code that ran, and any amendments."""
+    commit that first held today's design and the first one with results (`past`, from git
+    history: docs/verdicts.md), the code that ran, and every amendment."""
     lines = ["## Pre-registration", ""]
     if record is None:
         lines.append(NO_PREREGISTRATION.format(file=file_name))
     else:
         code = (produced or {}).get("code", {}).get("commit", provenance_lib.UNKNOWN)
-        changed = (" (the file had uncommitted changes then)"
+        changed = (" (the experiment file had uncommitted changes when the report was written)"
                    if record["experiment_changed_since"] else "")
         lines += [
             f"- **Judged with:** fingerprint `{record['fingerprint']}` of "
             f"`{record['experiment']}` at `--size={record['size']}` (`Study.fingerprint`: claim, "
             f"variants, seeds, metrics, expectations and base config); tests/studies/"
             f"test_preregistration.py fails when the experiment file's fingerprint moves.",
-            f"- **Expectations committed in:** `{record['expectations_commit']}`{changed}; the "
-            f"results from the code at `{code}` (`git log` shows which came first)."]
+            *_commits(past), f"- **Results from the code at:** `{code}`{changed}."]
     if entry.amendments:
-        lines += ["", "Changed after a result had been seen (kept as they were):", ""]
+        lines += ["", "Amendments: each names a commit that changed the design after a result "
+                  "had been seen (kept as they were):", ""]
         lines += [f"- {line}" for line in entry.amendments]
     return lines + [""]
+
+
+def _commits(past: Optional[history_lib.History]) -> list[str]:
+    """The design commit and the first results commit, or why they are not shown."""
+    if past is None:
+        return ["- **Design and first results commits:** not read (the experiment file is not "
+                "in a git checkout)."]
+    return [f"- **Design committed in:** `{past.design_commit or 'no commit (not committed)'}` "
+            "(the first commit with today's fingerprint)",
+            f"- **First results committed in:** `{past.results_commit or 'no commit'}`"]
 
 
 def machine_cell(record: Optional[dict[str, Any]]) -> str:
@@ -176,7 +189,8 @@ def machine_cell(record: Optional[dict[str, Any]]) -> str:
 
 def render_page(entry: Entry, verdict: dict[str, Any], runs: str,
                 record: Optional[dict[str, Any]],
-                registered: Optional[dict[str, Any]] = None) -> str:
+                registered: Optional[dict[str, Any]] = None,
+                past: Optional[history_lib.History] = None) -> str:
     """One study's page from its verdict record (`verdict`) and results files (pure)."""
     files = entry.files
     claim = [f"**Claim.** {entry.claim}", ""]
@@ -205,7 +219,8 @@ def render_page(entry: Entry, verdict: dict[str, Any], runs: str,
     lines += sections
     if sections and sections[-1]:
         lines.append("")
-    lines += preregistered(entry, registered, files.path(preregistration_lib.FILE).name, record)
+    lines += preregistered(entry, registered, files.path(preregistration_lib.FILE).name, record,
+                           past)
     lines += produced_by(record, files.path(provenance_lib.FILE).name)
     return "\n".join(lines) + "\n"
 
@@ -226,7 +241,16 @@ def read_entry(entry: Entry) -> tuple[dict[str, Any], str, Optional[dict[str, An
 
 def study_page(entry: Entry) -> str:
     registered = preregistration_lib.read(entry.files.path(preregistration_lib.FILE))
-    return render_page(entry, *read_entry(entry), registered)
+    return render_page(entry, *read_entry(entry), registered, page_history(entry, registered))
+
+
+def page_history(entry: Entry, registered: Optional[dict[str, Any]]
+                 ) -> Optional[history_lib.History]:
+    """The design and first results commits of a results directory's study, from git history
+    (none for a sweep's directory, or without a pre-registration record)."""
+    if entry.files.layout is not Layout.RESULTS or entry.experiment is None or not registered:
+        return None
+    return preregistration_lib.registration(entry.experiment, registered["size"])
 
 
 def index_page(root: Path, entries: Sequence[Entry]) -> str:

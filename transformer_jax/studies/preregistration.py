@@ -1,21 +1,20 @@
 """Pre-registration the tool checks: what a verdict was judged against, recorded beside it.
 
-A study's design (claim, variants, seeds, metrics, expectations and thresholds, base config) has
-a fingerprint (`Study.fingerprint`). Each report writes `preregistration.json` beside the
-verdict: that fingerprint, the size, and the commit that last changed the experiment file (the
-expectations as committed before the run). tests/studies/test_preregistration.py then fails when a
-committed verdict's fingerprint differs from its experiment file's today, so moving a threshold
-after a result forces a re-run and a new results commit; and when the expectations' commit
-holds results too, or does not come before the code that produced them.
+A study's design (claim, variants, seeds, metrics, expectations and thresholds, base config,
+the analyses' checks) has a fingerprint (`Study.fingerprint`). Each report writes
+`preregistration.json` beside the verdict: that fingerprint and the size.
+tests/studies/test_preregistration.py then fails when a committed verdict's fingerprint differs
+from its experiment file's today, and when git history breaks the rule of docs/verdicts.md
+("Pre-registration, read from history"): today's design was committed before the study's first
+results, and every move of the design at or after them is named by an amendment. Re-running to
+identical numbers after moving a threshold therefore does not pass unseen.
 """
 from __future__ import annotations
 
-import subprocess
-import tempfile
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
-from transformer_jax.studies import loading, provenance
+from transformer_jax.studies import history, loading, provenance
 from transformer_jax.studies.provenance import read, write  # noqa: F401 (one JSON record format)
 
 FILE = "preregistration.json"
@@ -51,9 +50,10 @@ def record(study, size: str, experiment: Optional[str | Path],
 def check_results(results_dir: Path, experiments_dir: Path, repo: Path) -> list[str]:
     """What is wrong with the committed results' pre-registration, one line each ([] if
     nothing): a verdict without a record; a record whose fingerprint is not its experiment
-    file's today (an expectation moved after the run); an expectations commit that also holds
-    results, or that does not come before the code the results were produced by."""
-    problems = []
+    file's today (an expectation moved after the run); a design that moved at or after the
+    study's first results commit without an amendment naming that commit (`history_problems`,
+    docs/verdicts.md); runs trained under another training design than today's."""
+    problems, walk = [], history.Repository(Path(repo))
     for verdict in sorted(Path(results_dir).glob("*_verdict.json")):  # record.FILE
         name = verdict.name[:-len("_verdict.json")]
         entry = read(Path(results_dir) / f"{name}_{FILE}")
@@ -65,43 +65,59 @@ def check_results(results_dir: Path, experiments_dir: Path, repo: Path) -> list[
             problems.append(f"{name}: judged with fingerprint {entry['fingerprint']}, but "
                             f"experiments/{name}.py's is {today.fingerprint()} today: its "
                             "design changed after the run; re-run it and commit the results")
-        problems += _commit_order(name, entry, Path(results_dir), Path(repo))
+        problems += history_problems(walk.history(name, entry["size"], today.fingerprint()),
+                                     tuple(today.amendments))
+        problems += _trained_as_today(walk, name, entry["size"], today, Path(results_dir))
     return problems
 
 
-def _commit_order(name: str, entry: Mapping[str, Any], results_dir: Path, repo: Path) -> list[str]:
-    expectations = entry["expectations_commit"]
-    if expectations == provenance.UNKNOWN:
-        return [f"{name}: its expectations' commit is unknown (run outside a git checkout)"]
-    files = provenance.git(repo, "show", "--name-only", "--format=", expectations)
-    if files is None:
-        return [f"{name}: commit {expectations} is not in this repository's history"]
-    mixed = [f for f in files.splitlines() if f.startswith("experiments/results/")]
-    problems = [f"{name}: its expectations' commit {expectations[:12]} also holds results "
-                f"({mixed[0]}, ...): commit a study's design alone"] if mixed else []
+def history_problems(past: history.History, amendments: tuple[str, ...]) -> list[str]:
+    """The rule: today's design is committed, strictly before the first results commit, and
+    every later move of the fingerprint (the design commit itself, if it came with or after the
+    results) is named by an amendment (a hex prefix of >= 7 characters of the commit)."""
+    name = past.name
+    if past.results_commit is None:
+        return [f"{name}: no commit adds experiments/results/{name}_verdict.json (or its "
+                "summary): commit the results"]
+    if past.design_commit is None:
+        return [f"{name}: no commit holds experiments/{name}.py's design of today: commit it"]
+    problems = []
+    for change in past.late:
+        if history.names_commit(amendments, change.commit):
+            continue
+        today = ", today's design" if change.commit == past.design_commit else ""
+        problems.append(f"{name}: its design moved ({change.before} -> {change.after}{today}) in "
+                        f"{change.commit[:12]}, not before its first results "
+                        f"({past.results_commit[:12]}), and no amendment names {change.commit[:7]}")
+    return problems
+
+
+def _trained_as_today(walk: history.Repository, name: str, size: str, today,
+                      results_dir: Path) -> list[str]:
+    """Runs may be re-judged under amended expectations, not reused for another training
+    design: the training fingerprint at the code that produced them must be today's."""
     produced = provenance.read(results_dir / f"{name}_{provenance.FILE}")
     code = (produced or {}).get("code", {}).get("commit", provenance.UNKNOWN)
     if code == provenance.UNKNOWN:
-        return problems + [f"{name}: the commit that produced its results is not recorded"]
-    if provenance.git(repo, "merge-base", "--is-ancestor", expectations, code) is None:
-        problems.append(f"{name}: its expectations' commit {expectations[:12]} does not come "
-                        f"before the code its results came from ({code[:12]})")
-    elif design_at(repo, code, name, entry["size"]) != entry["fingerprint"]:
-        problems.append(f"{name}: the design it was judged with (fingerprint "
-                        f"{entry['fingerprint']}) is not experiments/{name}.py's at the code "
-                        f"its results came from ({code[:12]}): it changed after the run")
-    return problems
+        return [f"{name}: the commit that produced its results is not recorded"]
+    if code not in walk.order:
+        return [f"{name}: commit {code[:12]}, which produced its results, is not in this "
+                "repository's history"]
+    trained = walk.designs_at(code, name, size)[1]
+    if trained != today.training_fingerprint():
+        return [f"{name}: its runs were trained with training fingerprint {trained} (the code at "
+                f"{code[:12]}), experiments/{name}.py's is {today.training_fingerprint()} today: "
+                "what is trained changed after the run; re-run it"]
+    return []
 
 
-def design_at(repo: Path, commit: str, name: str, size: str) -> Optional[str]:
-    """The fingerprint of experiments/<name>.py as committed at `commit` (experiments/ and
-    configs/ of that commit, loaded by today's package), or None if it cannot be read."""
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(repo), "archive", commit, "experiments",
-                                  "configs"], capture_output=True, timeout=60)
-        if archive.returncode:
-            return None
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True, timeout=60)
-        experiment = Path(tmp) / "experiments" / f"{name}.py"
-        return (loading.load_study(experiment, size, judgeable=False).fingerprint()
-                if experiment.is_file() else None)
+def registration(experiment: Path, size: str) -> Optional[history.History]:
+    """The history of `experiment` (a checkout's experiments/<name>.py) judged against its
+    design today at `size`, for its page: the design commit and the first results commit; None
+    outside a git checkout (a copied experiments/, a sweep's directory)."""
+    experiment = Path(experiment).resolve()
+    top = provenance.git(experiment.parent, "rev-parse", "--show-toplevel")
+    if top is None or experiment.parent != Path(top).resolve() / "experiments":
+        return None
+    today = loading.load_study(experiment, size).fingerprint()
+    return history.Repository(Path(top)).history(experiment.stem, size, today)

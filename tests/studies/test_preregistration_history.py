@@ -1,0 +1,169 @@
+"""The pre-registration rule read from git history (docs/verdicts.md), in a scratch repository:
+a design must be committed before its first results, and every later move of it named by an
+amendment, so a threshold moved after results and re-run to identical numbers does not pass."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from transformer_jax.studies import history, preregistration, provenance
+from transformer_jax.studies.study import load_study
+
+REPO = Path(__file__).resolve().parents[2]
+EXPERIMENT = '''from pathlib import Path
+from transformer_jax.studies.study import Comparison, Expectation, Study, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def get_study(size):
+    base = load_config(REPO / "configs/synthetic.py", "task=sort,tiny")
+    return Study(name="toy", claim="scaling helps", published="-", base=base,
+                 variants={{"a": {{}}, "b": {{"model.attn_scale": False}}}}, seeds={seeds},
+                 metrics=("eval/accuracy",),
+                 expectations=(Expectation("a beats b", "eval/accuracy", "a", Comparison.BETTER,
+                                           {margin}, b="b"),),
+                 amendments={amendments!r})
+'''
+
+
+class Scratch:
+    """A git repository with configs/ (copied), experiments/toy.py and its results."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        shutil.copytree(REPO / "configs", root / "configs",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        (root / "experiments" / "results").mkdir(parents=True)
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(["git", "-C", str(self.root), "-c", "user.name=t", "-c",
+                               "user.email=t@t", *args], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    def commit(self, message: str) -> str:
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+    def design(self, margin=0.02, seeds=(0, 1), amendments=()):
+        (self.root / "experiments" / "toy.py").write_text(EXPERIMENT.format(
+            margin=margin, seeds=seeds, amendments=tuple(amendments)))
+
+    def results(self, trained_by: str):
+        """The report of a run (identical numbers every time) by the code at `trained_by`."""
+        results = self.root / "experiments" / "results"
+        study = load_study(self.root / "experiments" / "toy.py", "default")
+        (results / "toy_verdict.json").write_text(json.dumps({"accuracy": {"a": 0.9, "b": 0.5}}))
+        preregistration.write(results / f"toy_{preregistration.FILE}",
+                              {"size": "default", "fingerprint": study.fingerprint()})
+        provenance.write(results / f"toy_{provenance.FILE}", {"code": {"commit": trained_by}})
+
+    def problems(self) -> list[str]:
+        return preregistration.check_results(self.root / "experiments" / "results",
+                                             self.root / "experiments", self.root)
+
+
+def _registered_then_moved(tmp_path: Path) -> tuple[Scratch, str, str]:
+    """Registered at 0.02, results committed, then the threshold moved to 0.3: (repo, the
+    registering commit, the moving one)."""
+    repo = Scratch(tmp_path)
+    repo.design(margin=0.02)
+    registered = repo.commit("toy: design")
+    repo.results(registered)
+    repo.commit("toy: results")
+    repo.design(margin=0.3)
+    return repo, registered, repo.commit("toy: threshold 0.02 -> 0.3")
+
+
+def _moved_after_results(tmp_path: Path) -> tuple[Scratch, str]:
+    """Registered at 0.02, results committed, the threshold moved to 0.3 and re-run."""
+    repo, _, moved = _registered_then_moved(tmp_path)
+    repo.results(moved)
+    repo.commit("toy: re-run, identical numbers")
+    return repo, moved
+
+
+def test_a_design_committed_before_its_results_passes(tmp_path):
+    repo = Scratch(tmp_path)
+    repo.design()
+    registered = repo.commit("toy: design")
+    repo.results(registered)
+    repo.commit("toy: results")
+    assert repo.problems() == []
+
+
+def test_a_threshold_moved_after_results_and_re_run_to_identical_numbers_fails(tmp_path):
+    repo, moved = _moved_after_results(tmp_path)
+    problems = repo.problems()
+    assert len(problems) == 1 and problems[0].startswith("toy: its design moved (")
+    assert f"no amendment names {moved[:7]}" in problems[0]
+
+
+def test_the_same_move_with_an_amendment_naming_its_commit_passes(tmp_path):
+    repo, moved = _moved_after_results(tmp_path)
+    repo.design(margin=0.3, amendments=[f"{moved[:8]}: margin 0.02 -> 0.3; held at 0.02"])
+    repo.commit("toy: amendment")  # amendments are not in the fingerprint: nothing moves
+    assert repo.problems() == []
+
+
+def test_an_amendment_naming_another_commit_does_not_pass(tmp_path):
+    repo, moved = _moved_after_results(tmp_path)
+    other = "0" * 7 if not moved.startswith("0" * 7) else "1" * 7
+    repo.design(margin=0.3, amendments=[f"{other}: margin 0.02 -> 0.3", f"{moved[:6]}: too short"])
+    repo.commit("toy: amendment")
+    assert [p for p in repo.problems() if f"no amendment names {moved[:7]}" in p]
+
+
+def test_a_design_committed_together_with_its_results_fails_unless_disclosed(tmp_path):
+    repo = Scratch(tmp_path)
+    repo.design()
+    repo.results("0" * 40)  # the code is fixed below, once the commit exists
+    together = repo.commit("toy: design and results")
+    repo.results(together)
+    repo.commit("toy: provenance")
+    problems = repo.problems()
+    assert len(problems) == 1
+    assert problems[0].startswith(f"toy: its design moved ({history.ABSENT} -> ")
+    assert f", today's design) in {together[:12]}, not before its first results" in problems[0]
+    repo.design(amendments=[f"{together[:7]}: design committed with its results"])
+    repo.commit("toy: disclose")
+    assert repo.problems() == []
+
+
+def test_runs_of_another_training_design_cannot_be_re_judged(tmp_path):
+    """Amended expectations may be judged again on the same runs; changed seeds may not."""
+    repo = Scratch(tmp_path)
+    repo.design(seeds=(0, 1))
+    registered = repo.commit("toy: design")
+    repo.results(registered)
+    repo.commit("toy: results")
+    repo.design(seeds=(0, 1, 2))
+    moved = repo.commit("toy: a third seed")
+    repo.design(seeds=(0, 1, 2), amendments=[f"{moved[:7]}: a third seed"])
+    repo.results(registered)  # re-judged, but on the runs trained with two seeds
+    repo.commit("toy: re-judged on the old runs")
+    problems = repo.problems()
+    assert len(problems) == 1 and problems[0].startswith("toy: its runs were trained with "
+                                                         "training fingerprint")
+
+
+def test_a_version_that_no_longer_loads_is_a_change(tmp_path):
+    repo = Scratch(tmp_path)
+    (repo.root / "experiments" / "toy.py").write_text("import no_such_module\n")
+    broken = repo.commit("toy: a draft")
+    (repo.root / "experiments" / "toy.py").write_text("import no_such_module  # again\n")
+    again = repo.commit("toy: another draft")
+    walk = history.Repository(repo.root)
+    first, second = (walk.designs_at(c, "toy", "default")[0] for c in (broken, again))
+    assert first.startswith(f"{history.UNREADABLE}:") and second.startswith(f"{history.UNREADABLE}:")
+    assert first != second  # an unreadable edit cannot show it kept the design: a change
+
+
+def test_amended_expectations_may_be_re_judged_on_the_same_runs(tmp_path):
+    repo, registered, moved = _registered_then_moved(tmp_path)
+    repo.design(margin=0.3, amendments=[f"{moved[:7]}: margin 0.02 -> 0.3; held at 0.02"])
+    repo.results(registered)  # today's fingerprint, judged on the runs of the registered code
+    repo.commit("toy: re-judged on the same runs")
+    assert repo.problems() == []
