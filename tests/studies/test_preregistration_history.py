@@ -167,3 +167,20 @@ def test_amended_expectations_may_be_re_judged_on_the_same_runs(tmp_path):
     repo.results(registered)  # today's fingerprint, judged on the runs of the registered code
     repo.commit("toy: re-judged on the same runs")
     assert repo.problems() == []
+
+
+def test_a_branch_merged_after_the_line_moved_is_not_read_as_moves(tmp_path):
+    """A branch started before an amended move, merged after it (the branch itself never saw
+    the move): the walk follows the first-parent line, where only the named move happened. Read
+    in topological order, the branch's commits would move the design back, the merge forward."""
+    repo, registered, moved = _registered_then_moved(tmp_path)
+    repo.git("checkout", "-q", "-b", "side", registered + "~0")
+    (repo.root / "configs" / "notes.txt").write_text("a branch's own change")
+    repo.commit("side: touches configs/")
+    repo.git("checkout", "-q", "main")
+    repo.design(margin=0.3, amendments=(f"{moved[:7]}: the threshold moved after results",))
+    repo.commit("toy: name the move")
+    repo.git("merge", "-q", "--no-edit", "side")
+    repo.results(repo.git("rev-parse", "HEAD"))
+    repo.commit("toy: re-run")
+    assert repo.problems() == []

@@ -61,7 +61,12 @@ class Repository:
         self.repo = Path(repo)
         self.order = {c: i for i, c in enumerate(self._lines("rev-list", "--topo-order",
                                                             "--reverse", "HEAD"))}
-        self.touching = self._lines("rev-list", "--topo-order", "--reverse", "HEAD", "--",
+        # The walk follows the first-parent line: a branch merged in moves the design at its
+        # merge, as the line saw it, and the branch's own commits (which did not see the line's
+        # changes meanwhile) are not read as moving it back and forth.
+        self.line = {c: i for i, c in enumerate(self._lines("rev-list", "--first-parent",
+                                                           "--reverse", "HEAD"))}
+        self.touching = self._lines("rev-list", "--first-parent", "--reverse", "HEAD", "--",
                                     ":(glob)experiments/*.py", "configs")
         # Commits, blobs and trees are named by their content's hash, so what was read from them
         # holds in any repository for the life of the process: one cache for all checks.
@@ -141,10 +146,10 @@ class Repository:
                 return UNREADABLE, UNREADABLE
 
     def results_commit(self, name: str) -> Optional[str]:
-        """The first commit that added one of the study's RESULT_KINDS files (exact names, so
-        batchnorm's are not batchnorm_text's)."""
+        """The first commit of the first-parent line that added one of the study's RESULT_KINDS
+        files (exact names, so batchnorm's are not batchnorm_text's); a branch's: its merge."""
         paths = [f"experiments/results/{name}_{kind}" for kind in RESULT_KINDS]
-        added = self._lines("log", "--topo-order", "--reverse", "--diff-filter=A",
+        added = self._lines("log", "--first-parent", "--reverse", "--diff-filter=A",
                             "--format=%H", "HEAD", "--", *paths)
         return added[0] if added else None
 
@@ -159,6 +164,6 @@ class Repository:
                 design = commit
             before = after
         results = self.results_commit(name)
-        start = self.order[results] if results else len(self.order)
-        late = tuple(c for c in changes if self.order[c.commit] >= start)
+        start = self.line[results] if results else len(self.line)
+        late = tuple(c for c in changes if self.line[c.commit] >= start)
         return History(name, design, results, tuple(changes), late)
