@@ -161,7 +161,8 @@ def preregistered(entry: Entry, record: Optional[dict[str, Any]], file_name: str
         lines += [
             f"- **Judged with:** fingerprint `{record['fingerprint']}` of "
             f"`{record['experiment']}` at `--size={record['size']}` (`Study.fingerprint`: claim, "
-            f"variants, seeds, metrics, expectations and base config); tests/studies/"
+            f"variants, seeds, metrics, expectations, base config and the analyses' checks; "
+            f"the judging rules' version is in the notes under the verdict); tests/studies/"
             f"test_preregistration.py fails when the experiment file's fingerprint moves.",
             *_commits(past), f"- **Results from the code at:** `{code}`{changed}."]
     if entry.amendments:
