@@ -44,10 +44,23 @@ class _Quiet(std_logging.Filter):
         return not ("tensorflow_datasets" in record.pathname and record.levelno < std_logging.ERROR)
 
 
+class _TerminalFormatter(std_logging.Formatter):
+    """A warning or an error on a terminal that shows only those (the default) reads as one
+    plain line, `warning: ...`, like the one-line errors of bad input: absl's prefix (level,
+    time, thread, file:line) is for the log file, where every record keeps it, and for a
+    terminal that shows every INFO line too (`--verbosity=0`), where it tells them apart."""
+
+    def format(self, record: std_logging.LogRecord) -> str:
+        text = f"{record.levelname.lower()}: {record.getMessage()}"
+        return text + ("\n" + self.formatException(record.exc_info) if record.exc_info else "")
+
+
 def set_terminal_level(level: int) -> None:
     """Records are made at INFO (or finer) for the log files; the terminal shows `level` and up."""
     handler = absl_logging.get_absl_handler()
     handler.setLevel(level)
+    handler.setFormatter(_TerminalFormatter() if level > std_logging.INFO
+                         else absl_logging.PythonFormatter())
     handler.filters = [f for f in handler.filters if not isinstance(f, _Quiet)]
     if level > std_logging.INFO:
         handler.addFilter(_Quiet())
