@@ -7,5 +7,4 @@
 # Running it again changes nothing unless setup.py or constraints.txt changed.
 # (scripts/run.sh and scripts/test.sh do this set-up themselves.)
 source "$(dirname "$0")/_venv.sh" "${1:-}"
-echo "ready: $VENV (python $("$VENV/bin/python" -c 'import platform; print(platform.python_version())'), transformer_jax$(
-    [ -n "${1:-}" ] && echo "[$1]") installed)" >&2
+echo "ready: $VENV (transformer_jax${1:+[$1]}, pinned); try the README's quick start" >&2
