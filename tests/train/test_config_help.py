@@ -62,6 +62,12 @@ def test_help_without_a_config_names_the_config_files():
     assert done.stdout.splitlines()[-1] == (
         "Give --config=FILE with --help to list that config's fields; config files: "
         "configs/lm.py, configs/synthetic.py")
+    missing = main("--config=configs/nope.py", "--help")  # a missing file is an error, help or not
+    assert missing.returncode == 2 and missing.stderr.startswith(
+        "error: --config='configs/nope.py' is not a file"), missing.stderr
+    broken = main("--config=configs/synthetic.py:size=huge", "--help")
+    assert broken.returncode == 0 and broken.stdout.splitlines()[-1] == (
+        "(--config=configs/synthetic.py:size=huge did not load: without --help the command says why)")
 
 
 def test_show_config_prints_the_resolved_config_and_exits(tmp_path):

@@ -202,8 +202,6 @@ HELP_FLAGS = ("--help", "-?", "--helpshort", "--helpfull")
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's flag parsing, with its errors turned into one line (and valid config keys named),
     and its help (`show_help`) exiting 0."""
-    if any(arg in HELP_FLAGS for arg in argv[1:]):
-        show_help(argv)
     for arg in argv:  # ml_collections defers a missing config file's error to a traceback later
         if arg.startswith("--config="):
             path = arg.split("=", 1)[1].partition(":")[0]
@@ -212,6 +210,8 @@ def parse_flags(argv: list[str]) -> list[str]:
                 found = sorted(glob.glob(os.path.join(folder, "*.py")))
                 fail(f"--config={path!r} is not a file; config files there: "
                      f"{', '.join(found) or 'none'}")
+    if any(arg in HELP_FLAGS for arg in argv[1:]):
+        show_help(argv)
     try:
         rest = flags.FLAGS(argv)
     except (flags.Error, AttributeError, KeyError) as e:
@@ -233,7 +233,10 @@ def show_help(argv: list[str]) -> None:
     app.usage(shorthelp="--helpfull" not in argv, writeto_stdout=True)
     if "config" in flags.FLAGS:
         config, source = _config_from_argv(argv)
-        if config is None:
+        given = [a for a in argv if a.startswith("--config=")]
+        if given and config is None:
+            print(f"({given[0]} did not load: without --help the command says why)")
+        elif config is None:
             found = ", ".join(sorted(glob.glob(os.path.join("configs", "*.py")))) or "none here"
             print(f"Give --config=FILE with --help to list that config's fields; config files: "
                   f"{found}")
