@@ -1,11 +1,15 @@
 """Causal character-level language model on text (tiny Shakespeare by default).
 
-Run (with a local copy of the text; without text_path the TFDS hub dataset is used):
+The text: with data.text_path '' (the default), the TFDS dataset tiny_shakespeare, downloaded
+once (1.1 MB) into data.data_dir and read from there afterwards, offline too (split 90/5/5);
+with --config.data.text_path=FILE, any local UTF-8 file (split 90/10), e.g. a copy fetched by
+hand: curl -o input.txt https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
+Run:
   python -m transformer_jax.main --config=configs/lm.py --workdir=runs/lm \
-      --config.data.text_path=../shared/data/tinyshakespeare.txt --config.model.position=rotary
-Smoke size (seconds):
+      --config.model.position=rotary
+Smoke size (seconds), on a local file:
   python -m transformer_jax.main --config=configs/lm.py:tiny --workdir=runs/lm_tiny \
-      --config.data.text_path=../shared/data/tinyshakespeare.txt
+      --config.data.text_path=input.txt
 On a CPU with AMX or AVX512-BF16 (recent Intel Xeons), --config.model.dense_matmul=bfloat16
 multiplies the Dense layers' products on bfloat16 operands with float32 sums: a faster step
 there (docs/performance.md, the --profile table) at the same validation loss

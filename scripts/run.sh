@@ -7,7 +7,8 @@
 #   scripts/run.sh --suite=mechanisms [WORKDIR] [flags]   # causal mask, residual gradients, BatchNorm on text
 # --suite=main|lm|depth|mechanisms|all may stand anywhere; WORKDIR is the first other argument
 # when it is not a flag, by default runs/studies (main) or runs/<suite>_studies. The text of the lm suite:
-# $TJ_SHAKESPEARE, else ../shared/data/tinyshakespeare.txt if present, else the TFDS hub.
+# --text_path=FILE (a sweep flag; '' = the TFDS dataset), else $TJ_SHAKESPEARE, else
+# ../shared/data/tinyshakespeare.txt if present, else the TFDS dataset (downloaded once).
 # Re-running skips finished runs and resumes interrupted ones. Two worker processes train two
 # variants at once (one per core of a 2-core CPU); later flags override --jobs.
 source "$(dirname "$0")/_venv.sh" ""

@@ -209,19 +209,19 @@ class TrainConfig:
     """Optimization and bookkeeping; field names match the `train.*` command-line flags, and
     these defaults are the command line's (`train.defaults.base_config()` reads them)."""
 
-    num_steps: int = 2000
-    batch_size: int = 32
+    num_steps: int = 2000  # optimizer steps (a finished run trains on with --extend_to)
+    batch_size: int = 32  # examples per step
     learning_rate: float = 1e-3  # peak of the warmup + cosine schedule (AdamW)
-    warmup_steps: int = 100
+    warmup_steps: int = 100  # linear warm-up to learning_rate (0: none)
     end_learning_rate_factor: float = 0.1  # cosine decays to learning_rate * this
-    weight_decay: float = 0.01
-    b1: float = 0.9
-    b2: float = 0.99
+    weight_decay: float = 0.01  # AdamW's decoupled weight decay
+    b1: float = 0.9  # AdamW's beta1
+    b2: float = 0.99  # AdamW's beta2
     grad_clip_norm: float = 1.0  # global-norm clipping; 0 disables it
-    log_every: int = 50
-    eval_every: int = 250
-    checkpoint_every: int = 500
-    keep_checkpoints: int = 3
+    log_every: int = 50  # steps between logged train metrics (train.log, TensorBoard)
+    eval_every: int = 250  # steps between evaluations
+    checkpoint_every: int = 500  # steps between checkpoints (one is also written at the end)
+    keep_checkpoints: int = 3  # how many of the newest checkpoints are kept
     eval_batches: int = 8  # batches per periodic evaluation (0 = all); the final one takes all
     num_devices: int = 0  # data parallel over this many devices; 0 = all (1 device: plain jit)
     steps_per_call: int = 1  # optimizer steps per compiled call (lax.scan); ends on every log/eval/ckpt

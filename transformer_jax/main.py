@@ -9,6 +9,9 @@ Exit codes: 0 finished (or preempted by SIGTERM after saving a checkpoint: rerun
 2 bad input (one line on stderr, nothing written into an existing run), 3 diverged (NaN/inf),
 4 another process of a multi-host run was lost (rerun on every host to resume).
 `--extend_to=N` trains a finished or stopped run on to N steps.
+`--help` with a --config lists that config's fields, their defaults and what each does;
+`--show_config` prints the config the flags resolve to (as the run saves it, config.json) and
+exits, without --workdir.
 The terminal shows a progress bar (when it is one), warnings and the result; every logged step
 goes to DIR/train.log (`--verbosity=0` shows those lines on the terminal too).
 """
@@ -25,6 +28,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from transformer_jax.train import cli
+from transformer_jax.train import config_help
 from transformer_jax.train import loop
 from transformer_jax.train import parallel
 from transformer_jax.train import terminal
@@ -47,11 +51,20 @@ _EXTEND_TO = flags.DEFINE_integer(
     "extend_to", None, "Continue this workdir's finished or stopped run up to N steps "
     "(train.num_steps becomes N; the LR schedule is recomputed for N; recorded in "
     "config_history.json). Every other config change is still refused.")
-flags.mark_flags_as_required(["config", "workdir"])
+_SHOW_CONFIG = flags.DEFINE_bool(
+    "show_config", False, "Print the config these flags resolve to (the file, its arguments and "
+    "the --config.* overrides, checked; as the run saves it in config.json) and exit.")
+flags.mark_flags_as_required(["config"])
 
 
 def main(argv):
     del argv
+    if _SHOW_CONFIG.value:
+        with cli.user_errors_exit():
+            print(config_help.resolved(_CONFIG.value))
+        sys.exit(cli.EXIT_OK)
+    if _WORKDIR.value is None:
+        cli.fail("--workdir is required: the directory of this run (logs, checkpoints)")
     cli.set_up_command()
     workdir = Path(_WORKDIR.value)
     with cli.user_errors_exit():

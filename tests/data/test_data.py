@@ -313,6 +313,8 @@ def test_hub_offline_fails_fast_naming_text_path(tmp_path, monkeypatch, probe_on
         data.make_dataset(text_config(str(tmp_path), ""), seed=0)
     message = str(err.value)
     assert "\n" not in message and "tiny_shakespeare" in message and "data.text_path" in message
+    # what works offline, for each command: main's override and the sweep's own flag
+    assert "--config.data.text_path=FILE" in message and "the sweep: --text_path=FILE" in message
 
 
 def test_hub_offline_fails_fast_without_proxy(tmp_path, probe_only):

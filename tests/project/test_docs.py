@@ -46,7 +46,7 @@ def fenced(text: str, syntax: str) -> list[str]:
 
 # ---- the README as a front door ---------------------------------------------------------------
 
-FRONT_DOOR = ["## The two commands", "## Trace it by hand", "## The concepts, and where they live",
+FRONT_DOOR = ["## Quick start", "## The two commands", "## Trace it by hand", "## The concepts, and where they live",
               "## Use the modules", "## Train one model", "## Run a study", "## Documentation"]
 
 

@@ -1,5 +1,5 @@
 """`python -m transformer_jax.main|sweep|trace --help` lists each command's own flags (they are
-defined in the layers below the thin entry points)."""
+defined in the layers below the thin entry points) and exits 0 (absl's own help exits 1)."""
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +10,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("command, flags", [
-    ("main", ["--config", "--workdir", "--extend_to"]),
-    ("sweep", ["--experiment", "--workdir", "--suite", "--jobs", "--size"]),
+    ("main", ["--config", "--workdir", "--extend_to", "--[no]show_config"]),
+    ("sweep", ["--experiment", "--workdir", "--suite", "--jobs", "--size", "--text_path"]),
     ("trace", ["--d_model", "--heads", "--position", "--norm", "--plot"]),
 ])
 def test_help_lists_the_commands_flags(command, flags):
@@ -21,6 +21,7 @@ def test_help_lists_the_commands_flags(command, flags):
     listed = {line.split(":")[0].strip() for line in proc.stdout.splitlines()
               if line.startswith("  --")}
     assert set(flags) <= listed, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def test_a_commands_set_up_is_one_call(monkeypatch):

@@ -76,7 +76,8 @@ def test_every_committed_study_loads_judgeable_at_every_size():
         for size in ("tiny", "default", "large"):
             try:
                 study = load_study(experiment, size, judgeable=False)
-            except KeyError:  # a study without this size
+            except ConfigError as e:  # a study without this size, said in one line
+                assert f"has no {size!r} size" in str(e)
                 continue
             study.refuse_unjudgeable()
 

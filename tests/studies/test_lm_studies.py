@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,29 @@ def test_text_path_defaults_to_the_shared_copy_else_the_hub(monkeypatch, tmp_pat
     monkeypatch.setenv("TJ_SHAKESPEARE", "")  # explicitly the TFDS hub dataset
     for name in LM_STUDIES:
         assert load_study(EXPERIMENTS / f"{name}.py", "tiny").base.data.text_path == ""
+
+
+def test_the_sweep_takes_the_text_as_a_flag(monkeypatch, tmp_path):
+    """--text_path, not only $TJ_SHAKESPEARE: it wins over the variable, '' is the TFDS dataset,
+    and a missing file is one line before anything loads."""
+    mine = tmp_path / "mine.txt"
+    mine.write_text("To be, or not to be: that is the question.\n" * 100)
+    monkeypatch.setenv("TJ_SHAKESPEARE", str(tmp_path / "elsewhere.txt"))
+    sweep.use_text(str(mine))
+    for name in LM_STUDIES:
+        assert load_study(EXPERIMENTS / f"{name}.py", "tiny").base.data.text_path == str(mine)
+    sweep.use_text("")
+    assert load_study(EXPERIMENTS / "lm_positions.py", "tiny").base.data.text_path == ""
+    with pytest.raises(ConfigError, match=r"^--text_path='.*missing.txt' is not a file; give a "):
+        sweep.use_text(str(tmp_path / "missing.txt"))
+    done = subprocess.run(
+        [sys.executable, "-m", "transformer_jax.sweep", "--experiment=experiments/lm_positions.py",
+         f"--workdir={tmp_path / 'runs'}", f"--text_path={tmp_path / 'missing.txt'}"],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        f"error: --text_path='{tmp_path / 'missing.txt'}' is not a file; give a local UTF-8 "
+        "text file, or --text_path='' for the TFDS dataset tiny_shakespeare (downloaded once)"]
+    assert not (tmp_path / "runs").exists()
 
 
 def test_lm_scaling_varies_only_the_head_width():

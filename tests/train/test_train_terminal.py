@@ -66,3 +66,22 @@ def test_a_resumed_run_says_so_on_the_terminal(finished_tiny_run, tmp_path):
     assert error_lines(resumed.stderr).count("resuming from step 10 of 20") == 1, resumed.stderr
     assert resumed.stdout.splitlines()[0].startswith(f"finished at step {STEPS} in ")
     assert checkpoint_steps(copy) == [10, STEPS]
+
+
+def test_extend_to_says_what_it_changed_in_one_plain_line(finished_tiny_run, tmp_path):
+    """At the terminal's default verbosity a warning is one plain `warning: ...` line, without
+    absl's prefix (level, time, thread, file:line), which the run's train.log keeps."""
+    args, proc, workdir = finished_tiny_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    copy = tmp_path / "run"
+    shutil.copytree(workdir, copy)
+    args = [f"--workdir={copy}" if a.startswith("--workdir=") else a for a in args]
+    extended = run_main([*args, "--verbosity=-1", f"--extend_to={STEPS + 4}"])
+    assert extended.returncode == 0, extended.stderr[-3000:]
+    assert extended.stderr.splitlines()[:2] == [
+        f"warning: --extend_to={STEPS + 4}: train.num_steps {STEPS} -> {STEPS + 4}, resuming "
+        f"{copy} from step {STEPS} (the learning-rate schedule is recomputed for the new total); "
+        f"recorded in {copy / 'config_history.json'}",
+        f"resuming from step {STEPS} of {STEPS + 4}"], extended.stderr
+    assert "workdir.py:" in next(line for line in (copy / "train.log").read_text().splitlines()
+                                 if "--extend_to=" in line)

@@ -67,7 +67,8 @@ class DataConfig:
     """The `data` config, validated; `eval_*` zeros already resolved to their defaults. The field
     defaults are the command line's (`default_config()` and every config file start from them)."""
     kind: str = "synthetic"  # 'synthetic' | 'text'
-    task: str = "reverse"  # synthetic: copy | reverse | sort | order | sort_distinct | lag_bits
+    task: str = "reverse"  # synthetic: copy | reverse | sort | order | sort_distinct | lag_bits |
+    #                       repeat (decoder only: model.arch=decoder)
     vocab_size: int = 16  # synthetic: distinct symbols; pad and SEP are added on top
     seq_len: int = 32  # max train length (synthetic x length; text window length)
     min_len: int = 1  # synthetic: min train length, lengths uniform in [min_len, seq_len]
@@ -77,7 +78,8 @@ class DataConfig:
     num_eval: int = 1000  # synthetic eval examples; text: eval windows spread evenly over the
     #                       held-out split, 0 = every non-overlapping window
     text_path: str = ""  # text: '' -> TFDS tiny_shakespeare; else a local UTF-8 file
-    data_dir: str = ""  # TFDS data dir; '' -> default_data_dir()
+    data_dir: str = ""  # where TFDS prepares datasets; '' -> default_data_dir(),
+    #                     ~/.cache/transformer_jax/tensorflow_datasets
 
     @classmethod
     def from_config(cls, cfg) -> "DataConfig":

@@ -9,7 +9,8 @@ name derived from the file's content hash, so an edited file is never served sta
 
 Why probe the network first: offline, TFDS's downloader retries for about 200 s before failing.
 We check in a few seconds whether the host is reachable and fail with a message naming
-data.text_path instead.
+what works offline instead: a local file (main's --config.data.text_path, the sweep's
+--text_path) or the file put where TFDS looks for a manual download.
 
 Vocabulary: the sorted distinct characters of the whole text get ids 1..C; id 0 is pad.
 """
@@ -119,8 +120,9 @@ def hub_splits(data_dir: str) -> tuple[dict[str, str], str]:
     if not builder.is_prepared():
         manual = os.path.join(builder.data_dir_root, "downloads", "manual", HUB_FILE.filename)
         offline_msg = (f"data.text_path='' but could not download TFDS {HUB_NAME!r} (offline?); "
-                       "pass --config.data.text_path=/path/to/input.txt (or put input.txt in "
-                       f"{os.path.dirname(manual)})")
+                       "give a local copy of the text: --config.data.text_path=FILE (the "
+                       "sweep: --text_path=FILE), or put input.txt in "
+                       f"{os.path.dirname(manual)}")
         if not os.path.isfile(manual) and not _reachable(HUB_URL):
             raise DataError(offline_msg)
         try:

@@ -306,7 +306,10 @@ def run(trace, plot_to=None) -> str:
 
 
 def parse_flags(argv: list[str]) -> list[str]:
-    """absl's parsing with its errors as one line; the words of the sentence are the arguments."""
+    """absl's parsing with its errors as one line; the words of the sentence are the arguments.
+    Help exits 0, as the other commands' does."""
+    if any(arg in cli.HELP_FLAGS for arg in argv[1:]):
+        cli.show_help(argv)
     try:
         return flags.FLAGS(argv)
     except flags.Error as e:

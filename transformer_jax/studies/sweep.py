@@ -15,7 +15,8 @@ of the process that trained its last runs: `transformer_jax.studies.provenance`)
 the study's page (`transformer_jax.studies.pages`).
 `--shard=i/n` runs every n-th run starting at i (cluster array jobs); the report is written
 by whichever shard finds every run ended. `--jobs=N` trains N variants at once in worker
-processes (`transformer_jax.studies.jobs`), longest first.
+processes (`transformer_jax.studies.jobs`), longest first. `--text_path=FILE` is the text of the
+real-text studies (any local UTF-8 file; '' the TFDS dataset tiny_shakespeare, downloaded once).
 
 In three parts: `survey` readies each study's directory and reads what has ended; the pure
 `plan.plan` decides the tasks, which tasks each report waits for and which studies this sweep
@@ -58,7 +59,15 @@ _SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --ex
                              "mechanisms (a mechanism judged itself: the causal mask, residual gradients, "
                              "BatchNorm on text) | all. "
                              "A file ignores it.")
+_TEXT_PATH = flags.DEFINE_string(
+    "text_path", None, "The text of the real-text studies (lm suite, and the mechanisms suite's "
+    "text studies): a local UTF-8 file, or '' for the TFDS dataset tiny_shakespeare (downloaded "
+    "once into ~/.cache/transformer_jax). Unset: $TJ_SHAKESPEARE, else "
+    "../shared/data/tinyshakespeare.txt beside the repository if present, else TFDS.")
 flags.mark_flags_as_required(["experiment", "workdir"])
+# Where the real-text experiments read their text's path as they load (experiments/lm_positions.py):
+# --text_path sets it, for this process and the workers it starts, which inherit it.
+TEXT_VARIABLE = "TJ_SHAKESPEARE"
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -69,6 +78,18 @@ def parse_shard(text: str) -> tuple[int, int]:
     if not 0 <= index < count:
         raise study_lib.ConfigError(f"--shard={text!r} must be i/n with 0 <= i < n, e.g. 0/4")
     return index, count
+
+
+def use_text(path: Optional[str]) -> None:
+    """--text_path as the experiments' $TJ_SHAKESPEARE (None: leave it as it is). The path goes
+    into the runs' config as given: a resumed study must name its text the same way."""
+    if path is None:
+        return
+    if path and not os.path.isfile(os.path.expanduser(path)):
+        raise study_lib.ConfigError(
+            f"--text_path={path!r} is not a file; give a local UTF-8 text file, or "
+            "--text_path='' for the TFDS dataset tiny_shakespeare (downloaded once)")
+    os.environ[TEXT_VARIABLE] = path
 
 
 def run_study(study: study_lib.Study, workdir: str, shard: tuple[int, int] = (0, 1),
@@ -190,6 +211,7 @@ def main(argv):
         if _JOBS.value < 1:
             raise study_lib.ConfigError(f"--jobs={_JOBS.value} must be at least 1")
         check_suite(_SUITE.value)
+        use_text(_TEXT_PATH.value)
         experiment = Path(_EXPERIMENT.value)
         if experiment.is_dir():
             where = run_all(experiment, _WORKDIR.value, _SIZE.value, shard, _JOBS.value,

@@ -44,10 +44,23 @@ class _Quiet(std_logging.Filter):
         return not ("tensorflow_datasets" in record.pathname and record.levelno < std_logging.ERROR)
 
 
+class _TerminalFormatter(std_logging.Formatter):
+    """A warning or an error on a terminal that shows only those (the default) reads as one
+    plain line, `warning: ...`, like the one-line errors of bad input: absl's prefix (level,
+    time, thread, file:line) is for the log file, where every record keeps it, and for a
+    terminal that shows every INFO line too (`--verbosity=0`), where it tells them apart."""
+
+    def format(self, record: std_logging.LogRecord) -> str:
+        text = f"{record.levelname.lower()}: {record.getMessage()}"
+        return text + ("\n" + self.formatException(record.exc_info) if record.exc_info else "")
+
+
 def set_terminal_level(level: int) -> None:
     """Records are made at INFO (or finer) for the log files; the terminal shows `level` and up."""
     handler = absl_logging.get_absl_handler()
     handler.setLevel(level)
+    handler.setFormatter(_TerminalFormatter() if level > std_logging.INFO
+                         else absl_logging.PythonFormatter())
     handler.filters = [f for f in handler.filters if not isinstance(f, _Quiet)]
     if level > std_logging.INFO:
         handler.addFilter(_Quiet())
@@ -183,8 +196,12 @@ def user_errors_exit() -> Iterator[None]:
         fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
 
 
+HELP_FLAGS = ("--help", "-?", "--helpshort", "--helpfull")
+
+
 def parse_flags(argv: list[str]) -> list[str]:
-    """absl's flag parsing, with its errors turned into one line (and valid config keys named)."""
+    """absl's flag parsing, with its errors turned into one line (and valid config keys named),
+    and its help (`show_help`) exiting 0."""
     for arg in argv:  # ml_collections defers a missing config file's error to a traceback later
         if arg.startswith("--config="):
             path = arg.split("=", 1)[1].partition(":")[0]
@@ -193,6 +210,8 @@ def parse_flags(argv: list[str]) -> list[str]:
                 found = sorted(glob.glob(os.path.join(folder, "*.py")))
                 fail(f"--config={path!r} is not a file; config files there: "
                      f"{', '.join(found) or 'none'}")
+    if any(arg in HELP_FLAGS for arg in argv[1:]):
+        show_help(argv)
     try:
         rest = flags.FLAGS(argv)
     except (flags.Error, AttributeError, KeyError) as e:
@@ -204,6 +223,27 @@ def parse_flags(argv: list[str]) -> list[str]:
     if len(rest) > 1:
         fail(f"unexpected arguments {rest[1:]!r}; every setting is a --flag")
     return rest
+
+
+def show_help(argv: list[str]) -> None:
+    """absl's help (`--helpfull`: every flag, absl's and JAX's too; else the command's own),
+    then, for a command that takes a config file, the fields of the one given, with their
+    defaults and descriptions; exits 0 (absl's own help exits 1, as for an error)."""
+    from absl import app
+    app.usage(shorthelp="--helpfull" not in argv, writeto_stdout=True)
+    if "config" in flags.FLAGS:
+        config, source = _config_from_argv(argv)
+        given = [a for a in argv if a.startswith("--config=")]
+        if given and config is None:
+            print(f"({given[0]} did not load: without --help the command says why)")
+        elif config is None:
+            found = ", ".join(sorted(glob.glob(os.path.join("configs", "*.py")))) or "none here"
+            print(f"Give --config=FILE with --help to list that config's fields; config files: "
+                  f"{found}")
+        else:
+            from transformer_jax.train import config_help
+            print(config_help.fields_help(config, source))
+    sys.exit(EXIT_OK)
 
 
 def _explain_flag_error(error: Exception, argv: list[str]) -> str:
@@ -244,18 +284,26 @@ def _unknown_override(argv: list[str]) -> str | None:
 
 def _config_keys(argv: list[str]) -> list[str]:
     """Loads the config file named on the command line again, to list its fields."""
+    config, _ = _config_from_argv(argv)
+    return sorted(_flatten_keys(config.to_dict())) if config is not None else []
+
+
+def _config_from_argv(argv: list[str]) -> tuple[Any, str]:
+    """(the config of the --config=FILE[:ARGS] on the command line, FILE[:ARGS]), loaded
+    without absl; (None, '') when there is none or it does not load."""
     for arg in argv:
         if arg.startswith("--config="):
-            path, _, config_arg = arg.split("=", 1)[1].partition(":")
+            source = arg.split("=", 1)[1]
+            path, _, config_arg = source.partition(":")
             try:
                 spec = importlib.util.spec_from_file_location("_config_for_help", path)
                 module = importlib.util.module_from_spec(spec)
                 spec.loader.exec_module(module)
-                value = module.get_config(config_arg) if config_arg else module.get_config()
+                return (module.get_config(config_arg) if config_arg else module.get_config(),
+                        source)
             except Exception:  # the original error is the better message then
-                return []
-            return sorted(_flatten_keys(value.to_dict()))
-    return []
+                return None, ""
+    return None, ""
 
 
 def _flatten_keys(tree: Mapping[str, Any], prefix: str = "config.") -> list[str]:

@@ -146,8 +146,9 @@ def _extend(path: Path, saved: Mapping[str, Any], config: Mapping[str, Any]) -> 
                                 f"rate follows the longer schedule"})
     write_json_atomic(history_file, {"changes": history})
     write_json_atomic(path / CONFIG_FILE, config)
-    logging.warning("%s: %s %d -> %d from step %d (the LR schedule is recomputed for the new "
-                    "total); recorded in %s", path, EXTENDABLE, old, new, step, history_file)
+    logging.warning("--extend_to=%d: %s %d -> %d, resuming %s from step %d (the learning-rate "
+                    "schedule is recomputed for the new total); recorded in %s", new, EXTENDABLE,
+                    old, new, path, step, history_file)
     return []
 
 

@@ -1,0 +1,92 @@
+"""Every README command works as pasted in a fresh checkout: the set-up comes first and is the
+only thing a `.venv/bin/...` command needs, every script it names exists, each shell block is
+run by the suite or says which test runs it (or that it is long-running), and the quick start,
+pasted whole into a checkout without .venv, sets up and trains a model that learns."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from pytest_codeblocks import extract_from_file
+
+from test_docs import README, ROOT, fenced, section, snippet_env
+
+SET_UP = "scripts/setup.sh"
+FIRST_SCREEN_LINES = 40
+QUICK_START_S = 120  # the README says about 30 s on 2 idle cores; the suite shares them
+LEARNED = 0.8  # per-token accuracy at the end; chance is 1/16
+
+
+def shell_blocks():
+    return [b for b in extract_from_file(README) if b.syntax in ("bash", "sh")]
+
+
+def test_the_set_up_is_the_first_command_on_the_first_screen():
+    text = README.read_text()
+    first = shell_blocks()[0]
+    assert first.code.split()[0] == SET_UP
+    assert text[:text.index(SET_UP)].count("\n") < FIRST_SCREEN_LINES
+    assert os.access(ROOT / SET_UP, os.X_OK)
+
+
+def test_no_venv_command_comes_before_the_set_up():
+    text = README.read_text()
+    before = text[:text.index(SET_UP)]
+    assert ".venv/bin/" not in before, "a .venv/bin/ command before the set-up that makes .venv"
+    assert text.count(".venv/bin/") >= 4  # the quick start, trace, study, TensorBoard, mkdocs
+
+
+def test_every_script_the_readme_names_exists():
+    named = set(re.findall(r"\bscripts/[\w./-]+\.(?:sh|py)\b", README.read_text()))
+    assert {SET_UP, "scripts/run.sh", "scripts/test.sh"} <= named
+    missing = [s for s in named if not (ROOT / s).is_file()]
+    assert not missing, f"the README names scripts that do not exist: {missing}"
+    for block in shell_blocks():  # a script run as a command must be executable
+        for word in re.findall(r"^(scripts/\S+)", block.code, flags=re.M):
+            assert os.access(ROOT / word, os.X_OK), word
+
+
+def test_every_shell_block_runs_in_the_suite_or_says_where():
+    """Unmarked blocks run in tests/project/test_docs.py; a skipped one names the test that runs
+    it, or says it is long-running."""
+    for block in shell_blocks():
+        for mark in block.marks:
+            reason = re.search(r'reason="([^"]+)"', mark).group(1)
+            tests = re.findall(r"tests/[\w/]+\.py", reason)
+            assert reason.startswith("long-running") or tests, (block.lineno, reason)
+            assert all((ROOT / t).is_file() for t in tests), (block.lineno, reason)
+
+
+def fresh_checkout(tmp_path: Path) -> Path:
+    """The repository's entries linked into a new directory, without .venv, runs/ or .git: a
+    clone's files as they are in this working tree."""
+    where = tmp_path / "clone"
+    where.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in (".venv", "runs", ".git") and not entry.name.endswith(".egg-info"):
+            (where / entry.name).symlink_to(entry)
+    return where
+
+
+@pytest.mark.slow
+def test_the_quick_start_sets_up_and_learns_in_a_fresh_checkout(tmp_path):
+    code = fenced(section(README.read_text(), "## Quick start"), "bash")[0]
+    where = fresh_checkout(tmp_path)
+    start = time.monotonic()
+    done = subprocess.run([shutil.which("bash"), "-e", "-c", code], cwd=where, env=snippet_env(),
+                          capture_output=True, text=True, timeout=600)
+    seconds = time.monotonic() - start
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (where / ".venv" / "bin" / "python").exists() and (where / "runs" / "sort").is_dir()
+    outcome = re.compile(r"^finished at step 300 in \d+s: accuracy ([0-9.]+), ")
+    measured = float(outcome.match(done.stdout.splitlines()[0]).group(1))
+    shown = fenced(section(README.read_text(), "## Quick start"), "text")[0]
+    assert measured >= LEARNED and abs(float(outcome.match(shown).group(1)) - measured) < 0.05, (
+        measured, shown)
+    train_s = float(re.search(r"in (\d+)s", done.stdout).group(1))
+    assert seconds < QUICK_START_S + 60 and train_s < QUICK_START_S, (seconds, done.stdout)
