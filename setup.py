@@ -46,15 +46,21 @@ INSTALL_REQUIRES = [
     "tqdm>=4.60",
 ]
 
+# The docs site alone (`scripts/setup.sh docs`, then `.venv/bin/mkdocs serve`): without the
+# test extras' torch (~700 MB) that a reader of the docs does not need.
+DOCS_REQUIRES = [
+    "mkdocs>=1.6",  # the docs site
+    "mkdocstrings>=0.26",  # its API reference, from the docstrings
+    "mkdocstrings-python>=1.10",
+]
+
 TEST_REQUIRES = [
     "pytest>=8.0",
     "pytest-xdist>=3.6",  # scripts/test.sh runs the suite in two worker processes (-n 2)
     "hypothesis>=6.0",
     "torch>=2.4",  # CPU build (constraints.txt), reference implementations in tests and benchmarks
     "import-linter>=2.0",  # the layer contract (.importlinter), checked by tests/project/test_layers.py
-    "mkdocs>=1.6",  # the docs site, built strictly by the suite
-    "mkdocstrings>=0.26",  # its API reference, from the docstrings
-    "mkdocstrings-python>=1.10",
+    *DOCS_REQUIRES,  # the suite builds the site strictly
     "pytest-codeblocks>=0.17",  # runs the README's and docs' snippets
 ]
 
@@ -65,5 +71,5 @@ setup(
     packages=find_packages(include=["transformer_jax", "transformer_jax.*"]),
     python_requires=">=3.11",
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "docs": DOCS_REQUIRES},
 )

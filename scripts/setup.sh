@@ -4,6 +4,7 @@
 #   scripts/setup.sh          # the package and what it runs on
 #   scripts/setup.sh test     # with the test extras too (pytest, torch for the reference
 #                             # implementations, mkdocs): what scripts/test.sh installs
+#   scripts/setup.sh docs     # with the docs site's packages only (mkdocs), no torch
 # Running it again changes nothing unless setup.py or constraints.txt changed.
 # (scripts/run.sh and scripts/test.sh do this set-up themselves.)
 source "$(dirname "$0")/_venv.sh" "${1:-}"

@@ -30,11 +30,25 @@ NEWER_JAX = ("0.11.2", "0.12.0")
 
 
 def setup_lists() -> dict[str, list[str]]:
-    """setup.py's INSTALL_REQUIRES and TEST_REQUIRES, read from its source (nothing is run)."""
+    """setup.py's INSTALL_REQUIRES, DOCS_REQUIRES and TEST_REQUIRES, read from its source
+    (nothing is run); a list may unpack one defined above it (`*DOCS_REQUIRES`)."""
     tree = ast.parse((ROOT / "setup.py").read_text())
-    return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
-            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id in ("INSTALL_REQUIRES", "TEST_REQUIRES")}
+    lists: dict[str, list[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in ("INSTALL_REQUIRES", "DOCS_REQUIRES", "TEST_REQUIRES"):
+            lists[node.targets[0].id] = [
+                x for e in node.value.elts for x in (lists[e.value.id] if isinstance(
+                    e, ast.Starred) else [ast.literal_eval(e)])]
+    return lists
+
+
+def test_the_docs_extra_is_the_sites_packages_without_torch():
+    lists = setup_lists()
+    docs = {canonicalize_name(Requirement(r).name) for r in lists["DOCS_REQUIRES"]}
+    assert "mkdocs" in docs and "torch" not in docs
+    assert docs <= {canonicalize_name(Requirement(r).name) for r in lists["TEST_REQUIRES"]}
+    assert '"docs": DOCS_REQUIRES' in (ROOT / "setup.py").read_text()
 
 
 def requirements() -> dict[str, Requirement]:
