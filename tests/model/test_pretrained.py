@@ -129,6 +129,7 @@ PLANTED = {
     "token types ignored": lambda m: (m, {"token_types": None}),
     "GELU's tanh form": lambda m: (with_config(m, activation="gelu_tanh"), {}),
     "√d_model on the embeddings": lambda m: (with_config(m, embed_scale=True), {}),
+    "norm ε 1e-5, PyTorch's default": lambda m: (with_config(m, norm_eps=1e-5), {}),
     **{f"no {'.'.join(p)} bias": (lambda m, p=p: (without_bias(m, p), {})) for p in (
         ("attention", "query"), ("attention", "value"), ("attention", "out"),
         ("feed_forward", "hidden"), ("feed_forward", "output"))},
@@ -141,3 +142,10 @@ def test_a_planted_error_misses_parity(error, loaded, reference):
     broken, kwargs = PLANTED[error](model)
     hidden, _ = run(broken, batch, **kwargs)
     assert max_abs_diff(hidden, reference[0]) > PARITY
+
+
+def test_the_key_bias_is_the_one_that_softmax_cancels(loaded, reference):
+    """Why PLANTED leaves it out: without it the model still matches (up to rounding)."""
+    model, batch = loaded
+    hidden, _ = run(without_bias(model, ("attention", "key")), batch)
+    assert max_abs_diff(hidden, reference[0]) <= PARITY
