@@ -55,7 +55,8 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     # use once with bytecode writing on (~3,000 files), or with PYTHONDONTWRITEBYTECODE set, as
     # on this project's machines, every process would parse its imports from source.
     env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" "$ROOT/scripts/_compile_imports.py" \
-        $([ "$EXTRAS" = test ] && echo torch pytest xdist hypothesis psutil scipy.stats)
+        $([ "$EXTRAS" = test ] && echo torch pytest xdist hypothesis psutil scipy.stats \
+          safetensors.numpy tokenizers transformers.models.bert.modeling_bert)
   else
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
         -c "$ROOT/constraints.txt" -e "$ROOT${EXTRAS:+[$EXTRAS]}" 2>&1 \
