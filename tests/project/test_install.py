@@ -30,13 +30,14 @@ NEWER_JAX = ("0.11.2", "0.12.0")
 
 
 def setup_lists() -> dict[str, list[str]]:
-    """setup.py's INSTALL_REQUIRES, DOCS_REQUIRES and TEST_REQUIRES, read from its source
-    (nothing is run); a list may unpack one defined above it (`*DOCS_REQUIRES`)."""
+    """setup.py's INSTALL_REQUIRES, DOCS_REQUIRES, PRETRAINED_REQUIRES and TEST_REQUIRES, read
+    from its source (nothing is run); a list may unpack one defined above it (`*DOCS_REQUIRES`)."""
     tree = ast.parse((ROOT / "setup.py").read_text())
     lists: dict[str, list[str]] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) \
-                and node.targets[0].id in ("INSTALL_REQUIRES", "DOCS_REQUIRES", "TEST_REQUIRES"):
+                and node.targets[0].id in ("INSTALL_REQUIRES", "DOCS_REQUIRES", "PRETRAINED_REQUIRES",
+                                       "TEST_REQUIRES"):
             lists[node.targets[0].id] = [
                 x for e in node.value.elts for x in (lists[e.value.id] if isinstance(
                     e, ast.Starred) else [ast.literal_eval(e)])]

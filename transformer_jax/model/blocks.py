@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from transformer_jax.model.attention import AttentionProbe, Mask, MultiHeadAttention, QKTransform
-from transformer_jax.config import ModelConfig, Norm
+from transformer_jax.config import Activation, ModelConfig, Norm
 from transformer_jax.model.dense import Dense
 from transformer_jax.model.norms import apply_norm, make_norm
 
@@ -33,7 +33,17 @@ def compute_dtype(cfg: ModelConfig):
 
 def norm_layer(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.Module:
     """The norm over d_model that `cfg.norm_type` names (LayerNorm, RMSNorm, DyT or BatchNorm)."""
-    return make_norm(cfg.norm_type, cfg.d_model, dtype=compute_dtype(cfg), rngs=rngs)
+    return make_norm(cfg.norm_type, cfg.d_model, dtype=compute_dtype(cfg), rngs=rngs,
+                     epsilon=cfg.norm_eps)
+
+
+# `model.activation`: exact GELU and its tanh form differ by up to ~1e-3 per unit, enough to
+# move a trained BERT's hidden states past 1e-4 (tests/model/test_pretrained.py plants one).
+ACTIVATIONS = {
+    Activation.RELU: jax.nn.relu,
+    Activation.GELU: lambda x: jax.nn.gelu(x, approximate=False),  # x·Φ(x), Φ through erf
+    Activation.GELU_TANH: lambda x: jax.nn.gelu(x, approximate=True),
+}
 
 
 def dropout(x: Array, rate: float, key: Optional[Array]) -> Array:
@@ -45,16 +55,18 @@ def dropout(x: Array, rate: float, key: Optional[Array]) -> Array:
 
 
 class FeedForward(nnx.Module):
-    """FFN(x) = max(0, x·W1 + b1)·W2 + b2, applied to each position alone."""
+    """FFN(x) = act(x·W1 + b1)·W2 + b2, applied to each position alone; act is
+    `model.activation` (ReLU, max(0, ·), by default)."""
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         dtype = compute_dtype(cfg)
         self.hidden = Dense(cfg.d_model, cfg.d_ff, matmul=cfg.dense_matmul, dtype=dtype, rngs=rngs)
         self.output = Dense(cfg.d_ff, cfg.d_model, matmul=cfg.dense_matmul, dtype=dtype, rngs=rngs)
         self.rate = cfg.dropout
+        self.activation = cfg.activation  # an enum: a static, hashable attribute
 
     def __call__(self, x: Array, key: Optional[Array] = None) -> Array:
-        return self.output(dropout(jax.nn.relu(self.hidden(x)), self.rate, key))  # [B, T, D]
+        return self.output(dropout(ACTIVATIONS[self.activation](self.hidden(x)), self.rate, key))  # [B, T, D]
 
 
 class Block(nnx.Module):

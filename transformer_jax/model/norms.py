@@ -59,9 +59,10 @@ class BatchNorm(nnx.BatchNorm):
     token) choosing the tokens the statistics come from. Two-pass variance (exact, like
     `qk_norm`); evaluation mode (running statistics) as built."""
 
-    def __init__(self, num_features: int, *, dtype=None, rngs: nnx.Rngs):
+    def __init__(self, num_features: int, *, dtype=None, epsilon: float = NORM_EPSILON,
+                 rngs: nnx.Rngs):
         super().__init__(num_features, use_running_average=True, momentum=BATCHNORM_MOMENTUM,
-                         epsilon=NORM_EPSILON, dtype=dtype, use_fast_variance=False, rngs=rngs)
+                         epsilon=epsilon, dtype=dtype, use_fast_variance=False, rngs=rngs)
 
     def __call__(self, x: Array, token_mask: Optional[Array] = None) -> Array:
         mask = None if token_mask is None else token_mask[..., None]  # [B, T, 1]
@@ -75,19 +76,21 @@ class BatchNorm(nnx.BatchNorm):
         return jnp.where(any_real, y, 0.0)  # [B, T, num_features]
 
 
-def make_norm(norm_type: NormType, num_features: int, *, dtype, rngs: nnx.Rngs) -> nnx.Module:
-    """The norm module for `norm_type` over the last axis of size `num_features`."""
+def make_norm(norm_type: NormType, num_features: int, *, dtype, rngs: nnx.Rngs,
+              epsilon: float = NORM_EPSILON) -> nnx.Module:
+    """The norm module for `norm_type` over the last axis of size `num_features`; `epsilon` is
+    ε under the square root (DyT has none)."""
     if norm_type is NormType.LAYERNORM:  # two-pass variance: E[x²] − E[x]² (Flax's fast
         # default) cancels badly on rows whose mean is large against their spread, as deep
         # residual streams grow them (mean 1e3, std 1: 0.3 off; two-pass: float32 rounding)
-        return nnx.LayerNorm(num_features, epsilon=NORM_EPSILON, dtype=dtype,
+        return nnx.LayerNorm(num_features, epsilon=epsilon, dtype=dtype,
                              use_fast_variance=False, rngs=rngs)
     if norm_type is NormType.RMSNORM:
-        return nnx.RMSNorm(num_features, epsilon=NORM_EPSILON, dtype=dtype, rngs=rngs)
+        return nnx.RMSNorm(num_features, epsilon=epsilon, dtype=dtype, rngs=rngs)
     if norm_type is NormType.DYT:
         return DynamicTanh(num_features, dtype=dtype, rngs=rngs)
     if norm_type is NormType.BATCHNORM:
-        return BatchNorm(num_features, dtype=dtype, rngs=rngs)
+        return BatchNorm(num_features, dtype=dtype, epsilon=epsilon, rngs=rngs)
     raise ValueError(f"no norm for {norm_type!r}")  # ModelConfig only admits NormType members
 
 

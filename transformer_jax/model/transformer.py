@@ -95,6 +95,10 @@ class Transformer(nnx.Module):
         # Unit-variance token vectors: N(0, 1/d_model) scaled by √d_model, as in the paper.
         self.embed = nnx.Embed(cfg.vocab_size, cfg.d_model, dtype=dtype, rngs=rngs,
                                embedding_init=jax.nn.initializers.normal(cfg.d_model ** -0.5))
+        # BERT's segment embedding (sentence A / B), added like the positions; none by default
+        self.token_type_embed = (nnx.Embed(cfg.token_types, cfg.d_model, dtype=dtype, rngs=rngs)
+                                 if cfg.token_types else None)
+        self.embed_norm = norm_layer(cfg, rngs) if cfg.embed_norm else None  # BERT's
         learned = cfg.position is Position.LEARNED
         self.positions = pos.LearnedPositions(cfg.max_len, cfg.d_model, rngs=rngs) if learned else None
         self.layers = StackedBlocks(cfg, rngs=rngs)
@@ -104,9 +108,10 @@ class Transformer(nnx.Module):
 
     def __call__(self, tokens: Array, padding_mask: Optional[Array] = None, *,
                  dropout_key: Optional[Array] = None, probe: bool = False,
-                 head_mask: Optional[Array] = None, training: bool = False
-                 ) -> tuple[Array, Optional[AttentionProbe]]:
+                 head_mask: Optional[Array] = None, training: bool = False,
+                 token_types: Optional[Array] = None) -> tuple[Array, Optional[AttentionProbe]]:
         """tokens [B, T] int, padding_mask [B, T] bool (True = real token; real tokens first).
+        token_types [B, T] int (segment ids, with model.token_types > 0; None: all type 0).
 
         Returns float32 logits — [B, T, num_outputs] for a token head, [B, num_outputs] for a
         pooled head — and, with probe=True, each layer's attention weights and logit scale
@@ -121,11 +126,15 @@ class Transformer(nnx.Module):
         batch, length = tokens.shape
         embed_key, layers_key = (None, None) if dropout_key is None else jax.random.split(dropout_key)
 
-        x = self.embed(tokens) * cfg.d_model ** 0.5  # [B, T, D]
+        x = self.embed(tokens)  # [B, T, D]
+        x = x * cfg.d_model ** 0.5 if cfg.embed_scale else x  # the paper's √d_model; BERT: none
+        types = self.token_type_embedding(tokens, token_types)  # [B, T, D] or None
+        x = x if types is None else x + types
         if cfg.position is Position.SINUSOIDAL:
             x = x + pos.sinusoidal_table(length, cfg.d_model).astype(x.dtype)
         elif cfg.position is Position.LEARNED:
             x = x + self.positions(length).astype(x.dtype)
+        x = apply_norm(self.embed_norm, x, padding_mask)  # BERT's embedding LayerNorm
         x = dropout(x, cfg.dropout, embed_key)
 
         bias = pos.alibi_bias(cfg.num_heads, length, length) if cfg.position is Position.ALIBI else None
@@ -149,6 +158,22 @@ class Transformer(nnx.Module):
             x = jnp.sum(x * weights[..., None], axis=1) / jnp.maximum(
                 jnp.sum(weights, axis=1, keepdims=True), 1.0)
         return self.head(x).astype(jnp.float32), probes
+
+    def token_type_embedding(self, tokens: Array, token_types: Optional[Array]
+                             ) -> Optional[Array]:
+        """The token-type rows [B, T, D] to add (type 0 where token_types is None, as BERT
+        reads a missing segment), or None for a model without token types."""
+        if self.token_type_embed is None:
+            if token_types is not None:
+                raise ValueError("token_types given, but model.token_types=0: this model has "
+                                 "no token-type embedding")
+            return None
+        if token_types is None:
+            token_types = jnp.zeros_like(tokens)
+        if tuple(token_types.shape) != tuple(tokens.shape):
+            raise ValueError(f"token_types has shape {tuple(token_types.shape)}; it must be "
+                             f"[batch, length] = {list(tokens.shape)}, like tokens")
+        return self.token_type_embed(token_types)
 
 
 def check_inputs(cfg: ModelConfig, tokens: Array, padding_mask: Optional[Array]) -> None:
