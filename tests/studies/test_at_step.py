@@ -63,9 +63,11 @@ def test_designs_without_at_step_keep_their_fingerprint():
 
 def test_the_trainer_logs_the_first_over_last_layer_gradient_ratio():
     metrics = {"loss": np.float32(1.0), "layer_grad_norm": np.array([0.02, 0.5, 0.1]),
-               "qk_grad_norm": np.array([0.01, 0.2, 0.03])}
+               "qk_grad_norm": np.array([0.01, 0.2, 0.03]),
+               "residual_rms": np.array([1.5, 2.0, 2.5])}
     scalars = _train_scalars(metrics)
     assert scalars["layers/grad_norm_ratio"] == pytest.approx(0.2)  # layer 0 / layer 2
+    assert scalars["layers/residual_rms_last_layer"] == 2.5  # layer 2's, under one name
     assert "layers/grad_norm_ratio" not in _train_scalars(
         {"loss": np.float32(1.0), "layer_grad_norm": np.array([0.3]),
-         "qk_grad_norm": np.array([0.1])})  # one layer: no ratio
+         "qk_grad_norm": np.array([0.1]), "residual_rms": np.array([1.2])})  # one layer: no ratio

@@ -94,6 +94,8 @@ def test_tensorboard_readback(tiny_run):
     expected |= {"layers/grad_norm/layer_00", "layers/grad_norm/layer_01",
                  "layers/qk_grad_norm/layer_00", "layers/qk_grad_norm/layer_01",
                  "layers/grad_norm_ratio", "eval/loss", "eval/accuracy", bits}
+    expected |= {"layers/residual_rms/layer_00", "layers/residual_rms/layer_01",
+                 "layers/residual_rms_last_layer"}
     expected |= {f"attention/{k}/layer_{l:02d}" for k in ("entropy", "max_weight", "max_abs_logit")
                  for l in (0, 1)}
     assert expected <= set(scalars), sorted(expected - set(scalars))
@@ -107,6 +109,8 @@ def test_tensorboard_readback(tiny_run):
         for (step, qk), (_, whole) in zip(scalars[f"layers/qk_grad_norm/layer_{layer}"],
                                           scalars[f"layers/grad_norm/layer_{layer}"]):
             assert 0 < qk < whole, step
+    # the last layer's RMS under its own name is layer 01's (this model has 2 layers)
+    assert scalars["layers/residual_rms_last_layer"] == scalars["layers/residual_rms/layer_01"]
     assert all(math.isfinite(v) for points in scalars.values() for _, v in points)
     for _, value in scalars["attention/entropy/layer_00"] + scalars["attention/entropy/layer_01"]:
         assert 0.0 <= value <= 1.0

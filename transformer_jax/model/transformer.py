@@ -69,21 +69,33 @@ class StackedBlocks(nnx.Module):
                  ) -> tuple[Array, Optional[AttentionProbe]]:
         """x [B, T, D] through every block; head_mask [num_layers, H] gives each block its row;
         probes come back stacked [num_layers, ...]."""
+        x, found, _ = self.with_residual_rms(x, key=key, probe=probe, head_mask=head_mask,
+                                             **kwargs)
+        return x, found
+
+    def with_residual_rms(self, x: Array, *, key: Optional[Array] = None, probe: bool = False,
+                          head_mask: Optional[Array] = None, **kwargs
+                          ) -> tuple[Array, Optional[AttentionProbe], Array]:
+        """As __call__, and the RMS of the residual stream after each block (its output: for
+        Post-LN after the block's last norm) over the real tokens of `kwargs['token_mask']`:
+        [num_layers]. Unused, it costs nothing: jit drops it."""
         graphdef, stacked = nnx.split(self.blocks)
         layer_keys = None if key is None else jax.random.split(key, self.num_layers)
+        token_mask = kwargs.get("token_mask")
 
         def one_layer(x, layer):
             params, layer_key, layer_head_mask = layer
             block = nnx.merge(graphdef, params)
             x, found = block(x, key=layer_key, probe=probe, head_mask=layer_head_mask, **kwargs)
-            return x, (found, nnx.state(block, nnx.BatchStat))  # BatchNorm's running statistics
+            # BatchNorm's running statistics; the stream's RMS after this block
+            return x, (found, nnx.state(block, nnx.BatchStat), residual_rms(x, token_mask))
 
-        x, (found, stats) = jax.lax.scan(one_layer, x, (stacked, layer_keys, head_mask),
-                                         unroll=self.num_layers <= UNROLL_MAX_LAYERS)
+        x, (found, stats, rms) = jax.lax.scan(one_layer, x, (stacked, layer_keys, head_mask),
+                                              unroll=self.num_layers <= UNROLL_MAX_LAYERS)
         if any(getattr(m, "use_running_average", True) is False  # BatchNorm, training mode:
                for _, m in nnx.iter_modules(self.blocks)):  # keep what the batch moved them to
             nnx.update(self.blocks, stats)
-        return x, found
+        return x, found, rms
 
 
 class Transformer(nnx.Module):
@@ -110,6 +122,17 @@ class Transformer(nnx.Module):
                  dropout_key: Optional[Array] = None, probe: bool = False,
                  head_mask: Optional[Array] = None, training: bool = False,
                  token_types: Optional[Array] = None) -> tuple[Array, Optional[AttentionProbe]]:
+        """(logits, probes): see `with_residual_rms`, which also returns the stream's RMS."""
+        logits, probes, _ = self.with_residual_rms(tokens, padding_mask, dropout_key=dropout_key,
+                                                   probe=probe, head_mask=head_mask,
+                                                   training=training, token_types=token_types)
+        return logits, probes
+
+    def with_residual_rms(self, tokens: Array, padding_mask: Optional[Array] = None, *,
+                          dropout_key: Optional[Array] = None, probe: bool = False,
+                          head_mask: Optional[Array] = None, training: bool = False,
+                          token_types: Optional[Array] = None
+                          ) -> tuple[Array, Optional[AttentionProbe], Array]:
         """tokens [B, T] int, padding_mask [B, T] bool (True = real token; real tokens first).
         token_types [B, T] int (segment ids, with model.token_types > 0; None: all type 0).
 
@@ -120,6 +143,9 @@ class Transformer(nnx.Module):
         W_o, so 0 knocks that head out and changes nothing else (None: every head as trained).
         training=True: the train step's call; only `model.causal_mask` reads it (dropout follows
         dropout_key, BatchNorm `nnx.view`).
+        Third: the RMS of the residual stream after each block over the real tokens,
+        [num_layers] float32 (`residual_rms`; before the final norm: for Pre-LN the stream the
+        blocks add to, which Xiong et al. 2020 show growing with depth).
         """
         cfg = self.cfg
         check_inputs(cfg, tokens, padding_mask)
@@ -148,8 +174,9 @@ class Transformer(nnx.Module):
         if head_mask is not None and head_mask.shape != (cfg.num_layers, cfg.num_heads):
             raise ValueError(f"head_mask has shape {head_mask.shape}; it must be [num_layers, "
                              f"num_heads] = [{cfg.num_layers}, {cfg.num_heads}]")
-        x, probes = self.layers(x, mask=mask, bias=bias, qk_transform=rotate, key=layers_key,
-                                probe=probe, token_mask=padding_mask, head_mask=head_mask)
+        x, probes, rms = self.layers.with_residual_rms(
+            x, mask=mask, bias=bias, qk_transform=rotate, key=layers_key, probe=probe,
+            token_mask=padding_mask, head_mask=head_mask)
         x = apply_norm(self.final_norm, x, padding_mask)
 
         if cfg.head is Head.POOLED:  # mean over real tokens: [B, T, D] -> [B, D]
@@ -157,7 +184,7 @@ class Transformer(nnx.Module):
                        else padding_mask.astype(x.dtype))
             x = jnp.sum(x * weights[..., None], axis=1) / jnp.maximum(
                 jnp.sum(weights, axis=1, keepdims=True), 1.0)
-        return self.head(x).astype(jnp.float32), probes
+        return self.head(x).astype(jnp.float32), probes, rms
 
     def token_type_embedding(self, tokens: Array, token_types: Optional[Array]
                              ) -> Optional[Array]:
@@ -174,6 +201,17 @@ class Transformer(nnx.Module):
             raise ValueError(f"token_types has shape {tuple(token_types.shape)}; it must be "
                              f"[batch, length] = {list(tokens.shape)}, like tokens")
         return self.token_type_embed(token_types)
+
+
+def residual_rms(x: Array, token_mask: Optional[Array]) -> Array:
+    """√(mean of x²) over every entry of the real tokens: x [B, T, D], token_mask [B, T] (True =
+    real; None: every token) -> float32 scalar. Padded positions are left out: no loss reads
+    them, and their vectors would make the value depend on how much of the batch is padding."""
+    square = jnp.mean(jnp.square(x.astype(jnp.float32)), axis=-1)  # [B, T]
+    if token_mask is None:
+        return jnp.sqrt(jnp.mean(square))
+    real = token_mask.astype(jnp.float32)
+    return jnp.sqrt(jnp.sum(square * real) / jnp.maximum(jnp.sum(real), 1.0))
 
 
 def check_inputs(cfg: ModelConfig, tokens: Array, padding_mask: Optional[Array]) -> None:

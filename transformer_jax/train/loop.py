@@ -349,6 +349,11 @@ def _train_scalars(metrics: dict[str, Any]) -> dict[str, float]:
         scalars[f"layers/grad_norm/layer_{layer:02d}"] = float(value)
     for layer, value in enumerate(np.asarray(metrics["qk_grad_norm"])):  # through the softmax
         scalars[f"layers/qk_grad_norm/layer_{layer:02d}"] = float(value)
+    rms = np.asarray(metrics["residual_rms"])  # activation range (Xiong et al. 2020)
+    for layer, value in enumerate(rms):
+        scalars[f"layers/residual_rms/layer_{layer:02d}"] = float(value)
+    # the last layer's under one name at every depth, so a study can compare depths
+    scalars["layers/residual_rms_last_layer"] = float(rms[-1])
     if len(norms) > 1 and norms[-1] > 0:
         # Xiong et al. 2020's picture as one number: the gradient that reaches the first layer
         # against the last's (about 1: depth-independent; far below: vanishing toward the input)

@@ -22,7 +22,7 @@ Array = jax.Array
 Batch = dict[str, Array]
 DECAYED = ("kernel", "embedding", "table")  # parameter names that get weight decay
 DIAGNOSTICS = ("param_norm", "update_norm", "layer_grad_norm",
-               "qk_grad_norm")  # train metrics for the logs only
+               "qk_grad_norm", "residual_rms")  # train metrics for the logs only
 # The attention's W_q and W_k: the kernels whose gradient passes through the softmax (÷√d_k's
 # "so that gradients flow" is a claim about them; W_v's gradient bypasses the softmax's Jacobian).
 QK_KERNELS = ("query", "key")
@@ -142,28 +142,36 @@ def _step_function(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
                    microbatches: int) -> Callable:
     """(state, batch, rng) -> (new state, metrics, last), not jitted, without DIAGNOSTICS. `last`
     is what `_diagnostics_function` reads of this step: {'grads': {'layers': ...}, 'updates',
-    'stats'} (the stacked layers' gradients, every update, BatchNorm's statistics)."""
+    'stats', 'residual_rms'} (the stacked layers' gradients, every update, BatchNorm's
+    statistics, the residual stream's RMS after each layer in this step's forward pass)."""
 
     def train_step(state: dict, batch: Batch, rng: Array):
         dropout_key = jax.random.fold_in(rng, state["step"]) if model_cfg.dropout > 0 else None
 
         def loss_fn(params, part, key):
             model = nnx.view(nnx.merge(graphdef, params), **TRAINING)  # BatchNorm: batch statistics
-            logits, _ = model(part["inputs"], part["padding_mask"], dropout_key=key,
-                              training=True)  # model.causal_mask=False: no causal mask here
+            # The residual stream's RMS per layer is read off this forward pass (the train batch,
+            # not an eval batch): it costs no second pass, and the logged step 1 is then exactly
+            # the initialization (the first step's forward reads the initial parameters), where
+            # an eval batch would see the parameters after the step. Its real tokens only.
+            logits, _, rms = model.with_residual_rms(
+                part["inputs"], part["padding_mask"], dropout_key=key,
+                training=True)  # model.causal_mask=False: no causal mask here
             loss, metrics = loss_and_metrics(logits, part, model_cfg.head)
-            return loss, (metrics, nnx.to_pure_dict(nnx.state(model, nnx.BatchStat)))
+            return loss, (metrics, nnx.to_pure_dict(nnx.state(model, nnx.BatchStat)), rms)
 
         value_and_grad = jax.value_and_grad(loss_fn, has_aux=True)
         if microbatches == 1:
-            (loss, (metrics, stats)), grads = value_and_grad(state["params"], batch, dropout_key)
+            (loss, (metrics, stats, rms)), grads = value_and_grad(state["params"], batch,
+                                                                  dropout_key)
         else:
             parts = [microbatch(batch, i, microbatches) for i in range(microbatches)]
             keys = [None if dropout_key is None else jax.random.fold_in(dropout_key, i)
                     for i in range(microbatches)]
             results = [value_and_grad(state["params"], part, key) for part, key in zip(parts, keys)]
             loss, metrics, grads = combine_microbatches(
-                [((l, m), g) for (l, (m, _)), g in results], parts)
+                [((l, m), g) for (l, (m, _, _)), g in results], parts)
+            rms = combine_rms([r for (_, (_, _, r)), _ in results], parts)
             stats = {}  # no BatchNorm here: train.check_config refuses it with microbatches > 1
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         # BatchNorm's running statistics sit in params but take no gradient (training normalizes
@@ -173,7 +181,8 @@ def _step_function(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
         metrics.update(learning_rate=schedule(state["step"]), grad_norm=optax.tree.norm(grads))
         metrics["finite"] = jnp.isfinite(loss) & jnp.isfinite(metrics["grad_norm"])
         new_state = {"params": params, "opt_state": opt_state, "step": state["step"] + 1}
-        last = {"grads": {"layers": grads["layers"]}, "updates": updates, "stats": stats}
+        last = {"grads": {"layers": grads["layers"]}, "updates": updates, "stats": stats,
+                "residual_rms": rms}
         return new_state, metrics, last
 
     return train_step
@@ -181,7 +190,8 @@ def _step_function(graphdef: nnx.GraphDef, model_cfg: ModelConfig,
 
 def _diagnostics_function(model_cfg: ModelConfig) -> Callable[[dict, dict], dict]:
     """(params after a step, that step's `last`) -> DIAGNOSTICS. qk_grad_norm: per layer, the
-    norm of the gradient of W_q and W_k together (their kernels; biases left out)."""
+    norm of the gradient of W_q and W_k together (their kernels; biases left out); residual_rms:
+    per layer, the stream's RMS in the step's forward pass (the parameters before the step)."""
 
     def diagnose(params: dict, last: dict) -> dict:
         weights = replace_leaves(params, jax.tree.map(jnp.zeros_like, last["stats"]))  # no stats
@@ -189,7 +199,8 @@ def _diagnostics_function(model_cfg: ModelConfig) -> Callable[[dict, dict], dict
         return {"param_norm": optax.tree.norm(weights),
                 "update_norm": optax.tree.norm(last["updates"]),
                 "layer_grad_norm": _layer_norms(layers, model_cfg.num_layers),
-                "qk_grad_norm": _layer_norms(qk_kernels(layers), model_cfg.num_layers)}
+                "qk_grad_norm": _layer_norms(qk_kernels(layers), model_cfg.num_layers),
+                "residual_rms": last["residual_rms"]}
 
     return diagnose
 
@@ -219,6 +230,14 @@ def combine_microbatches(results, parts) -> tuple[Array, dict, Any]:
     grads = jax.tree.map(lambda *gs: sum(g * w for g, w in zip(gs, shares)),
                          *[g for _, g in results])
     return metrics["loss"], metrics, grads
+
+
+def combine_rms(rms: list[Array], parts: list[Batch]) -> Array:
+    """Per-layer RMS of each microbatch ([num_layers] each) -> that of their union: mean squares
+    weighted by each part's real tokens, as one pass over the whole batch would count them."""
+    counts = [jnp.sum(part["padding_mask"].astype(jnp.float32)) for part in parts]
+    squares = sum(c * jnp.square(r) for c, r in zip(counts, rms))
+    return jnp.sqrt(squares / jnp.maximum(sum(counts), 1.0))
 
 
 def means_of_sums(sums: dict[str, Any], maximum: Callable = max) -> dict[str, Any]:
