@@ -184,3 +184,21 @@ def test_a_branch_merged_after_the_line_moved_is_not_read_as_moves(tmp_path):
     repo.results(repo.git("rev-parse", "HEAD"))
     repo.commit("toy: re-run")
     assert repo.problems() == []
+
+
+def test_a_study_registered_and_run_on_a_branch_then_merged_passes(tmp_path):
+    """Design, then results, each its own commit on a branch merged with --no-ff: the merge
+    brings both at once to the line it joins, but the design came first where it was made."""
+    repo = Scratch(tmp_path)
+    (repo.root / "configs" / "notes.txt").write_text("the line before the branch")
+    repo.commit("line: start")
+    repo.git("checkout", "-q", "-b", "study")
+    repo.design(margin=0.02)
+    registered = repo.commit("toy: design")
+    repo.results(registered)
+    repo.commit("toy: results")
+    repo.git("checkout", "-q", "main")
+    (repo.root / "configs" / "notes.txt").write_text("the line moved on meanwhile")
+    repo.commit("line: meanwhile")
+    repo.git("merge", "-q", "--no-ff", "--no-edit", "study")
+    assert repo.problems() == []

@@ -61,12 +61,7 @@ class Repository:
         self.repo = Path(repo)
         self.order = {c: i for i, c in enumerate(self._lines("rev-list", "--topo-order",
                                                             "--reverse", "HEAD"))}
-        # The walk follows the first-parent line: a branch merged in moves the design at its
-        # merge, as the line saw it, and the branch's own commits (which did not see the line's
-        # changes meanwhile) are not read as moving it back and forth.
-        self.line = {c: i for i, c in enumerate(self._lines("rev-list", "--first-parent",
-                                                           "--reverse", "HEAD"))}
-        self.touching = self._lines("rev-list", "--first-parent", "--reverse", "HEAD", "--",
+        self.touching = self._lines("rev-list", "--topo-order", "--reverse", "HEAD", "--",
                                     ":(glob)experiments/*.py", "configs")
         # Commits, blobs and trees are named by their content's hash, so what was read from them
         # holds in any repository for the life of the process: one cache for all checks.
@@ -146,24 +141,34 @@ class Repository:
                 return UNREADABLE, UNREADABLE
 
     def results_commit(self, name: str) -> Optional[str]:
-        """The first commit of the first-parent line that added one of the study's RESULT_KINDS
-        files (exact names, so batchnorm's are not batchnorm_text's); a branch's: its merge."""
+        """The first commit that added one of the study's RESULT_KINDS files (exact names, so
+        batchnorm's are not batchnorm_text's)."""
         paths = [f"experiments/results/{name}_{kind}" for kind in RESULT_KINDS]
-        added = self._lines("log", "--first-parent", "--reverse", "--diff-filter=A",
+        added = self._lines("log", "--topo-order", "--reverse", "--diff-filter=A",
                             "--format=%H", "HEAD", "--", *paths)
         return added[0] if added else None
 
     def history(self, name: str, size: str, today: str) -> History:
-        """The study's fingerprint through history, judged against `today`'s fingerprint."""
-        changes, before, design = [], ABSENT, None
+        """The study's fingerprint through history, judged against `today`'s fingerprint. A
+        commit moves the design when its fingerprint is none of its parents': so a merge that
+        takes one side's design moves nothing, and a branch's own commits, which did not see
+        what the other line changed meanwhile, are judged against their own parents."""
+        changes, design = [], None
         for commit in self.touching:
             after = self.designs_at(commit, name, size)[0]
-            if after != before:
-                changes.append(Change(commit, before, after))
+            before = [self.designs_at(p, name, size)[0] for p in self._parents(commit)] or [ABSENT]
+            if after not in before:
+                changes.append(Change(commit, before[0], after))
             if after == today and design is None:
                 design = commit
-            before = after
         results = self.results_commit(name)
-        start = self.line[results] if results else len(self.line)
-        late = tuple(c for c in changes if self.line[c.commit] >= start)
+        late = tuple(c for c in changes if results and not self.strictly_before(c.commit, results))
         return History(name, design, results, tuple(changes), late)
+
+    def _parents(self, commit: str) -> list[str]:
+        return self._lines("rev-list", "--parents", "-n", "1", commit)[0].split()[1:]
+
+    def strictly_before(self, first: str, second: str) -> bool:
+        """Whether commit `first` is an ancestor of `second` and not `second` itself."""
+        return first != second and provenance.git(
+            self.repo, "merge-base", "--is-ancestor", first, second) is not None
