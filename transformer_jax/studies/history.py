@@ -52,6 +52,7 @@ _TREES: dict[str, dict[str, str]] = {}  # commit -> path -> blob
 _BLOBS: dict[str, str] = {}  # blob -> text
 _NAMES: dict[str, frozenset[str]] = {}  # blob -> the *.py names in it
 _DESIGNS: dict[tuple, tuple[str, str]] = {}  # (name, size, (path, blob)s) -> fingerprints
+_PARENTS: dict[str, list[str]] = {}  # commit -> its parents
 
 
 class Repository:
@@ -166,7 +167,10 @@ class Repository:
         return History(name, design, results, tuple(changes), late)
 
     def _parents(self, commit: str) -> list[str]:
-        return self._lines("rev-list", "--parents", "-n", "1", commit)[0].split()[1:]
+        if commit not in _PARENTS:  # a commit's parents never change: one git call per commit
+            line = self._lines("rev-list", "--parents", "-n", "1", commit)[0]
+            _PARENTS[commit] = line.split()[1:]
+        return _PARENTS[commit]
 
     def strictly_before(self, first: str, second: str) -> bool:
         """Whether commit `first` is an ancestor of `second` and not `second` itself."""
