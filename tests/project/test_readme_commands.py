@@ -79,7 +79,7 @@ def test_the_quick_start_sets_up_and_learns_in_a_fresh_checkout(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     assert (where / ".venv" / "bin" / "python").exists() and (where / "runs" / "sort").is_dir()
-    outcome = re.compile(r"^finished at step 300 in \d+s: accuracy ([0-9.]+), ")
+    outcome = re.compile(r"^finished at step 300 in [0-9hms]+: accuracy ([0-9.]+), ")  # 45s, 1m07s
     measured = float(outcome.match(done.stdout.splitlines()[0]).group(1))
     assert measured >= LEARNED, done.stdout  # what the README says it reaches
     # how long it took is measured, not asserted here (a timed test fails on a slow machine)

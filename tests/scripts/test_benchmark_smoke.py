@@ -12,7 +12,7 @@ from helpers_train import BACKGROUND_RUNS
 
 REPO = Path(__file__).resolve().parents[2]
 BENCHMARK = str(REPO / "scripts" / "benchmark.py")
-TIMEOUT_S = 170  # ~40 s on an idle 2-core machine; the bound is for a loaded one
+TIMEOUT_S = 600  # ~40 s on an idle 2-core machine; 170 s timed out under a load of 12 (helpers)
 KEYS = ("charlm_wall_ratio_vs_torch", "charlm_val_loss", "charlm_torch_val_loss", "midsize_mfu",
         "compile_ratio_4_vs_2", "matmul_peak_gflops", "seeds_vmap_ratio_vs_sequential",
         "charlm_wall_ratio_worst_chunk", "midsize_mfu_vs_xla_dot")
@@ -25,7 +25,7 @@ BACKGROUND = {
         [sys.executable, BENCHMARK, "suite", "--smoke", "--text_path", paths.shakespeare,
          "--data_dir", paths.data_dir], TIMEOUT_S)),
     "benchmark_profile": (("test_profile_races_a_variant_against_the_trainer",), lambda paths: (
-        [sys.executable, BENCHMARK, "profile", "--variants", "scan_10_mb1,xla_vector_512",
+        [sys.executable, BENCHMARK, "profile", "--variants", "xla_vector_512",
          "--rounds", "1", "--chunk", "10", "--text_path", paths.shakespeare,
          "--data_dir", paths.data_dir], TIMEOUT_S)),
     "benchmark_missing_text": (("test_missing_text_is_a_one_line_error",), lambda paths: (
@@ -54,20 +54,20 @@ def test_smoke_run_prints_tables_and_a_json_line(shakespeare_file):
 
 
 def test_profile_races_a_variant_against_the_trainer(shakespeare_file):
-    """`profile`: a worker per variant (here 10 steps per call with one microbatch,
-    `scan_10_mb1`, and an XLA option, which brings its reference `scan_10`), measured in turns
-    against the trainer's loop (~25 s)."""
+    """`profile`: a worker per variant (here an XLA option, which brings its reference `scan_10`,
+    10 steps per call: two variants from one name), measured in turns against the trainer's loop.
+    One named variant suffices: another worker would take no path this one does not."""
     proc = BACKGROUND_RUNS.result("benchmark_profile")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])["profile"]
-    assert set(result) == {"trainer", "scan_10_mb1", "scan_10", "xla_vector_512"}
+    assert set(result) == {"trainer", "scan_10", "xla_vector_512"}
     assert result["trainer"]["ratio_vs_trainer"] == 1.0
     for row in result.values():
         assert row["ms_per_step"] > 0 and row["cpu_per_wall"] > 0 and row["peak_mib"] > 100
     option = result["xla_vector_512"]
     assert option["reference"] == "scan_10" and "prefer_vector_width=512" in option["xla_flags"]
     assert option["ratio_vs_reference"] > 0 and isinstance(option["same_arithmetic"], bool)
-    assert "reference" not in result["scan_10_mb1"]
+    assert "reference" not in result["scan_10"]
 
 
 def test_missing_text_is_a_one_line_error():
