@@ -56,11 +56,7 @@ def link_lines(logdir: Path, port: int = terminal.TENSORBOARD_PORT) -> list[str]
         cards = [t for directory, _, _ in studies
                  for t in board.read_view(directory).get("cards", [])]
         lines.append(f"  {'(all)':<{width}}  {terminal.all_studies_url(cards, port)}")
-    if runs > terminal.LEGACY_TAB_MAX_RUNS:
-        lines.append(f"  ({runs} runs: TensorBoard's Images tab selects none above "
-                     f"{terminal.LEGACY_TAB_MAX_RUNS}; each study's link shows its images in "
-                     f"Time Series)")
-    return lines
+    return lines + terminal.legacy_tabs_note(runs)
 
 
 if __name__ == "__main__":

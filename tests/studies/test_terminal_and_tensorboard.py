@@ -354,7 +354,8 @@ def test_many_runs_say_where_the_images_are(tmp_path):
     assert lines[0].startswith(f"TensorBoard on {tmp_path}: 44 runs of 2 studies")
     assert any("(all)" in line and "runFilter" not in line and "runColorGroup" in line
                for line in lines)
-    assert "44 runs: TensorBoard's Images tab selects none above 40" in lines[-1]
+    assert "44 runs: TensorBoard's Images and Custom Scalars tabs select none above 40" \
+        in lines[-1]
     assert links.link_lines(tmp_path / "a")[-1].startswith("  a ")  # 24 runs: no note
 
 
@@ -367,8 +368,9 @@ def test_the_sweeps_lines_say_where_the_images_are_over_40_runs():
                 Path("/nonexistent") / name)
 
     many = terminal.tensorboard_lines("runs/studies", [study("a", 7), study("b", 7)], True)
-    assert many[-1] == ("  (42 runs: TensorBoard's Images tab selects none above 40; each "
-                        "study's link shows its images in Time Series)")
+    assert many[-1] == ("  (42 runs: TensorBoard's Images and Custom Scalars tabs select none "
+                        "above 40; each study's link shows its images and its comparison in "
+                        "Time Series)")
     assert len(many) == 6 and many[2].startswith("  a      http") and "a/([^/]*/seed_" in many[2]
     assert many[4].startswith("  (all)  http")
     few = terminal.tensorboard_lines("runs/norm", [study("norm_placement", 5)], False)

@@ -168,10 +168,16 @@ def tensorboard_lines(logdir: str, studies: Sequence[tuple[Study, Path]],
         cards = [t for s, root in studies for t in board.read_view(root).get("cards", [])]
         lines.append(f"  {'(all)':<{width}}  {all_studies_url(cards)}")
     runs = sum(len(s.variants) * len(s.seeds) for s, _ in studies)
-    if runs > LEGACY_TAB_MAX_RUNS:
-        lines.append(f"  ({runs} runs: TensorBoard's Images tab selects none above "
-                     f"{LEGACY_TAB_MAX_RUNS}; each study's link shows its images in Time Series)")
-    return lines
+    return lines + legacy_tabs_note(runs)
+
+
+def legacy_tabs_note(runs: int) -> list[str]:
+    """Over LEGACY_TAB_MAX_RUNS runs, where to look instead of the tabs that select none."""
+    if runs <= LEGACY_TAB_MAX_RUNS:
+        return []
+    return [f"  ({runs} runs: TensorBoard's Images and Custom Scalars tabs select none above "
+            f"{LEGACY_TAB_MAX_RUNS}; each study's link shows its images and its comparison in "
+            f"Time Series)"]
 
 
 class JobProgress:
