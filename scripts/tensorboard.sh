@@ -4,7 +4,8 @@
 # LOGDIR defaults to runs/studies (scripts/run.sh's); a study's directory or any parent of the
 # sweep's works too. TensorBoard names each run by its path below LOGDIR; before it starts, one
 # URL per study found below LOGDIR is printed (scripts/tensorboard_links.py) that shows only that
-# study's runs, the seeds of a variant in one colour. The sweep's own URLs match the same runs
+# study's runs, the seeds of a variant and its mean in one colour, the study's comparison cards
+# pinned first, unsmoothed: the same cards as the sweep's own URLs, which match the same runs
 # under any parent too.
 LOGDIR=runs/studies
 if (($#)) && [[ "$1" != -* ]]; then

@@ -1,6 +1,7 @@
 """The links scripts/tensorboard.sh prints before it starts TensorBoard on LOGDIR: one per study
 found below LOGDIR (a directory whose config.json names a study, as the sweep writes it), its
-runs named as TensorBoard names them for that LOGDIR, the seeds of a variant in one colour.
+runs named as TensorBoard names them for that LOGDIR, the seeds of a variant in one colour, the
+cards the sweep's own links pin (its view file: studies/board.py) pinned on top.
 
     python scripts/tensorboard_links.py LOGDIR [tensorboard flags: --port=N is read]
 """
@@ -8,11 +9,10 @@ from __future__ import annotations
 
 import json
 import sys
-import types
 from pathlib import Path
 from typing import Sequence
 
-from transformer_jax.studies import terminal
+from transformer_jax.studies import board, terminal
 
 
 def find_studies(logdir: Path) -> list[tuple[Path, str, int]]:
@@ -44,22 +44,19 @@ def link_lines(logdir: Path, port: int = terminal.TENSORBOARD_PORT) -> list[str]
         return []
     runs = sum(n for _, _, n in studies)
     lines = [f"TensorBoard on {logdir}: {runs} runs of {len(studies)} "
-             f"{'study' if len(studies) == 1 else 'studies'}; open one study at a time (the "
-             f"seeds of a variant in one colour):"]
-    width = max(len(name) for _, name, _ in studies)
+             f"{'study' if len(studies) == 1 else 'studies'}; open one study at a time (its "
+             f"variants compared first, the seeds of a variant in one colour):"]
+    width = max(max(len(name) for _, name, _ in studies), 5)
     for directory, name, _ in studies:
-        study = types.SimpleNamespace(name=name, metrics=())  # metrics: the sweep's links pin them
-        url = terminal.study_url(study, directory.resolve() != logdir.resolve(), port,
+        url = terminal.study_url(name, terminal.pinned_cards(directory),
+                                 directory.resolve() != logdir.resolve(), port,
                                  directory=directory.name)
         lines.append(f"  {name:<{width}}  {url}")
     if len(studies) > 1:
-        everything = terminal.runs_url({"runColorGroup": terminal.RUN_COLOR_GROUP}, port)
-        lines.append(f"  {'(all)':<{width}}  {everything}")
-    if runs > terminal.LEGACY_TAB_MAX_RUNS:
-        lines.append(f"  ({runs} runs: TensorBoard's Images tab selects none above "
-                     f"{terminal.LEGACY_TAB_MAX_RUNS}; each study's link shows its images in "
-                     f"Time Series)")
-    return lines
+        cards = [t for directory, _, _ in studies
+                 for t in board.read_view(directory).get("cards", [])]
+        lines.append(f"  {'(all)':<{width}}  {terminal.all_studies_url(cards, port)}")
+    return lines + terminal.legacy_tabs_note(runs)
 
 
 if __name__ == "__main__":

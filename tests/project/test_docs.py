@@ -131,8 +131,56 @@ def test_docs_site_builds_strictly(tmp_path):
                            "-d", str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True,
                           timeout=SNIPPET_TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert (tmp_path / "site" / "api" / "index.html").exists()
+    site = tmp_path / "site"
+    assert (site / "api" / "index.html").exists()
     assert time.monotonic() - start < 60
+    # the findings are in the site, from the repository: the README, every study's page with
+    # its plots, each link and image of those pages resolving to a file of the site
+    overview = (site / "overview" / "index.html").read_text()
+    assert "transformer_jax" in overview and "experiments/results/depth/" in overview
+    results = ROOT / "experiments" / "results"
+    studies = sorted(p.name.removesuffix("_verdict.json") for p in results.glob("*_verdict.json"))
+    assert len(studies) > 10
+    for page in [site / "overview" / "index.html", site / "experiments/results/index.html",
+                 *(site / "experiments/results" / name / "index.html" for name in studies)]:
+        html = page.read_text()
+        targets = re.findall(r'(?:src|href)="([^"#:]+)"', html.split('role="main"', 1)[-1])
+        missing = [t for t in targets if not _site_target(page.parent / t).exists()]
+        assert not missing, (page, missing)
+    for name in studies:
+        images = re.findall(r'<img alt="[^"]*" src="([^"]+)"',
+                            (site / "experiments/results" / name / "index.html").read_text())
+        assert f"../{name}_curves.png" in images, (name, images)
+
+
+def _site_target(path: Path) -> Path:
+    """The file a link of the built site opens: a directory's index.html."""
+    return path / "index.html" if path.is_dir() or not path.suffix else path
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "scripts/mkdocs_hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_sites_copy_of_a_repository_link():
+    """The README's and results pages' links point at the site's copy of a file, else into the
+    repository when mkdocs.yml names one, else are left as their text (no dead link)."""
+    rewrite = _hooks().rewrite_link
+    assert rewrite("cfg", "docs/configuration.md#x", "", "", "") == "[cfg](configuration.md#x)"
+    assert rewrite("r", "experiments/results/depth.md", "", "", "") == \
+        "[r](experiments/results/depth.md)"
+    assert rewrite("idx", "experiments/results", "", "", "") == "[idx](experiments/results/README.md)"
+    assert rewrite("code", "transformer_jax/config.py", "", "", "") == "code"
+    assert rewrite("code", "transformer_jax/config.py", "", "", "https://example.org/tj/") == \
+        "[code](https://example.org/tj/blob/main/transformer_jax/config.py)"
+    results = "experiments/results"  # a study page: the experiment file it links to is there
+    assert rewrite("e", "../depth.py", results, results, "") == "[e](../depth.py)"
+    assert rewrite("home", "../../README.md", results, results, "") == "[home](../../overview.md)"
+    assert rewrite("web", "https://flax.readthedocs.io", "", "", "") == \
+        "[web](https://flax.readthedocs.io)"
 
 
 # ---- pages that mirror the code --------------------------------------------------------------

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from transformer_jax.studies.analysis import depth as depth_eval
-from transformer_jax.studies import study as study_lib
+from transformer_jax.studies import bounds, study as study_lib
 from transformer_jax.studies.loading import load_module
 from transformer_jax.train import check_config
 
@@ -69,7 +69,8 @@ def test_accuracy_by_depth_points_intervals_csv_and_plot(tmp_path):
     row = next(l for l in text.splitlines() if l.startswith("| pre_no_res |"))
     # the diverged run counts as 0: mean (0.10 + 0.12 + 0) / 3, Student-t interval around it
     low, high = study_lib.interval_of_mean(np.array([0.10, 0.12, 0.0]))
-    assert f"0.073 [{low:.2f}, {high:.2f}] (1 diverged)" in row, row
+    assert low < 0 and f"0.073 [0.00, {high:.2f}] (1 diverged)" in row, row  # shown clipped
+    assert bounds.CLIPPED_NOTE in text
     assert row.split(" | ")[1].startswith("0.600 [")
     assert "| architecture | 2 layers | 24 layers |" in text
     with (tmp_path / depth_eval.CSV_FILE).open() as f:
@@ -100,3 +101,26 @@ def test_the_plot_draws_a_line_for_every_architecture(tmp_path):
     names = ["a", "b", "c", "d", "e", "f"]
     points = {n: {d: {"mean": 0.5, "low": 0.4, "high": 0.6} for d in (2, 24)} for n in names}
     assert depth_eval._plot(points, tmp_path / "p.png") == names
+
+
+def test_intervals_past_1_are_shown_clipped_and_said_so(tmp_path):
+    runs = {(f"pre_res_L{d}", seed): {"status": {"state": "finished"},
+                                      "curves": {depth_eval.METRIC: [(100, value)]}}
+            for d in (2, 24) for seed, value in enumerate([0.98, 0.99, 1.0])}
+    text = depth_eval.accuracy_by_depth(tmp_path, runs)
+    row = next(l for l in text.splitlines() if l.startswith("| pre_res |"))
+    assert "0.990 [0.97, 1.00]" in row, row  # 0.99 + 0.025 printed as 1
+    assert bounds.CLIPPED_NOTE in text
+    inside = {run: r for run, r in made_up_runs().items() if run[0].startswith("pre_res_")}
+    assert bounds.CLIPPED_NOTE not in depth_eval.accuracy_by_depth(tmp_path, inside)
+
+
+def test_the_table_reads_back_from_its_csv(tmp_path):
+    depth_eval.accuracy_by_depth(tmp_path, made_up_runs())
+    again = depth_eval.read_csv(tmp_path / depth_eval.CSV_FILE)
+    table = depth_eval.by_depth(made_up_runs())
+    assert again.keys() == table.keys()
+    for architecture, per_depth in table.items():
+        for depth, per_seed in per_depth.items():
+            np.testing.assert_allclose(list(again[architecture][depth].values()),
+                                       list(per_seed.values()), atol=1e-4)

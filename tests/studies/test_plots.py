@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from transformer_jax.studies import plots
+from transformer_jax.studies import plots, stats
 
 VARIANTS = ["post", "pre", "no_norm", "post_no_warmup", "pre_no_warmup", "pre_dyt", "pre_rms"]
 METRICS = ("eval/accuracy", "eval/loss", "train/grad_norm", "attention/entropy/layer_00")
@@ -42,6 +42,7 @@ def _study_and_runs():
 def test_figure_is_readable_with_seven_variants(tmp_path):
     study, runs = _study_and_runs()
     fig = plots.curves_figure(study, runs)
+    assert fig._suptitle.get_text() == "norm_placement"
     axes = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
     assert set(axes) == set(METRICS)
     # log scale where a panel spans decades, linear elsewhere (and always for accuracy)
@@ -65,7 +66,8 @@ def test_figure_is_readable_with_seven_variants(tmp_path):
     fig.canvas.draw()
     legend_box = legend.get_window_extent()
     assert all(legend_box.y1 <= ax.get_window_extent().y0 for ax in axes.values())
-    assert "min–max" in fig._suptitle.get_text() and "[0, 1, 2]" in fig._suptitle.get_text()
+    assert "95 % t-interval" in legend.get_title().get_text()
+    assert "[0, 1, 2]" in legend.get_title().get_text()
     path = tmp_path / "curves.png"
     plots.plot_curves(study, runs, path)
     assert path.stat().st_size > 10_000
@@ -180,3 +182,48 @@ def test_length_figure_labels_from_the_training_length():
     assert all("trained on ≤ 4, unseen 5–12" in ax.get_title() for ax in panels)
     under, over = panels[0].get_lines()
     assert under.get_linewidth() > over.get_linewidth()
+
+
+# t_{0.975, 2 dof} = 4.302653: the 95 % interval of the mean of 3 seeds is mean ± 4.3027 · sd/√3
+T2 = 4.302653
+
+
+def test_band_is_the_verdicts_t_interval_clipped_to_the_metrics_range():
+    values = np.array([[1.0, 0.98, 0.5], [2.0, 0.99, np.nan], [3.0, 1.0, np.nan]])  # [seeds, steps]
+    mean, low, high = plots.seed_band(values, "train/unbounded")
+    half = T2 * 1.0 / np.sqrt(3)  # seeds 1, 2, 3: sd 1
+    assert np.allclose([mean[0], low[0], high[0]], [2.0, 2.0 - half, 2.0 + half])
+    assert (low[0], high[0]) == pytest.approx(tuple(map(float, stats.mean_interval(values[:, 0]))))
+    assert np.isnan(low[2]) and np.isnan(high[2]) and mean[2] == 0.5  # one finite seed: no band
+    half = T2 * 0.01 / np.sqrt(3)  # 0.98, 0.99, 1.0: the interval reaches past 1 ...
+    assert high[1] == pytest.approx(0.99 + half)
+    _, low, high = plots.seed_band(values, "eval/accuracy")
+    assert high[1] == 1.0 and low[1] == pytest.approx(0.99 - half)  # ... and an accuracy stops at 1
+    _, low, _ = plots.seed_band(values, "eval/loss")
+    assert low[0] == 0.0  # 2 − 2.48 < 0: a loss stops at 0
+
+
+def test_the_figures_shaded_band_is_the_interval():
+    values = [0.98, 0.99, 1.0]
+    study = types.SimpleNamespace(name="s", metrics=("eval/accuracy",), seeds=(0, 1, 2),
+                                  variants={"a": {}})
+    runs = {("a", s): {"curves": {"eval/accuracy": [(0, 0.5), (10, v)]}}
+            for s, v in zip(study.seeds, values)}
+    fig = plots.curves_figure(study, runs)
+    (band,) = fig.axes[0].collections
+    x, y = band.get_paths()[0].vertices.T
+    assert set(y[x == 0]) == {0.5}  # the seeds agree at step 0: no spread, no band
+    assert y[x == 10].max() == 1.0
+    assert y[x == 10].min() == pytest.approx(0.99 - T2 * 0.01 / np.sqrt(3))
+
+
+def test_length_results_read_back_from_their_csv(tmp_path):
+    from transformer_jax.studies.analysis import length
+
+    by_length = {l: {"accuracy": np.array([1.0, 0.5]), "seq_accuracy": np.array([0.25, 0.0])}
+                 for l in (1, 2, 9)}
+    length._write_csv({"none": ((3, 7), by_length)}, tmp_path / "a.csv")
+    ((variant, (seeds, again)),) = length.read_csv(tmp_path / "a.csv").items()
+    assert (variant, seeds, list(again)) == ("none", (3, 7), [1, 2, 9])
+    assert again[9]["accuracy"].tolist() == [1.0, 0.5]
+    assert again[2]["seq_accuracy"].tolist() == [0.25, 0.0]

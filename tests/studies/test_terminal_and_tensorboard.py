@@ -83,6 +83,8 @@ def test_the_full_log_is_in_each_variants_file(sweep):
 
 
 def test_printed_tensorboard_command_runs_in_a_fresh_shell(sweep):
+    from transformer_jax.studies import terminal
+
     result, logdir, _ = sweep
     command = re.search(r"^TensorBoard: +(\S+) --logdir (\S+)", result.stdout, re.M)
     assert command, result.stdout
@@ -92,10 +94,13 @@ def test_printed_tensorboard_command_runs_in_a_fresh_shell(sweep):
     url = re.search(r"^  tiny +(http://localhost:6006/\S+)$", result.stdout, re.M)
     assert url, result.stdout
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(url.group(1)).query)
-    assert query["runColorGroup"] == ["regex:^(.*)/seed_[0-9]*$"]  # a variant's seeds: one colour
+    assert query["runColorGroup"] == [terminal.RUN_COLOR_GROUP]  # a variant's runs: one colour
     assert "%" not in url.group(1).split("pinnedCards")[0]  # the regexes readable as printed
-    assert json.loads(query["pinnedCards"][0]) == [{"plugin": "scalars", "tag": "eval/accuracy"},
-                                                   {"plugin": "scalars", "tag": "eval/loss"}]
+    assert query["smoothing"] == ["0"]  # a ten-point eval curve as it is
+    # the study's comparison card (its judged metric, a line per variant), then its metrics
+    assert json.loads(query["pinnedCards"][0]) == [
+        {"plugin": "scalars", "tag": "Compare/tiny/eval/loss"},
+        {"plugin": "scalars", "tag": "eval/accuracy"}, {"plugin": "scalars", "tag": "eval/loss"}]
 
 
 def test_verbosity_brings_the_log_back_to_the_terminal(tmp_path, capfd):
@@ -173,7 +178,7 @@ def tensorboard(sweep):
         while True:
             assert process.poll() is None, process.stderr.read().decode()
             try:
-                if len(_get(f"{base}/data/runs")) == 4:  # every run loaded
+                if len(_get(f"{base}/data/runs")) == 6:  # every run loaded
                     break
             except (urllib.error.URLError, ConnectionError, json.JSONDecodeError):
                 pass
@@ -190,24 +195,49 @@ def tensorboard(sweep):
 
 
 RUNS = [f"tiny/{v}/seed_{s}" for v in ("scaled", "unscaled") for s in (0, 1)]
+COMPARE = ["tiny/compare/scaled", "tiny/compare/unscaled"]  # studies/board.py
 
 
 def test_tensorboard_serves_runs_tags_and_images(tensorboard):
-    assert sorted(_get(f"{tensorboard}/data/runs")) == RUNS
+    assert sorted(_get(f"{tensorboard}/data/runs")) == sorted(RUNS + COMPARE)
     scalars = _get(f"{tensorboard}/data/plugin/scalars/tags")
-    assert sorted(scalars) == RUNS
+    assert sorted(scalars) == sorted(RUNS + COMPARE)
     for run in RUNS:
         assert {"eval/loss", "eval/accuracy", "train/loss", "train/grad_norm",
                 "attention/entropy/layer_00"} <= set(scalars[run]), scalars[run]
     images = _get(f"{tensorboard}/data/plugin/images/tags")
-    for run in RUNS:
-        assert set(images[run]) == {"attention_map/layer_00", "attention_map/layer_01"}
+    for run in RUNS:  # an image card says whose it is (TensorBoard cuts the run's name)
+        _, variant, seed = run.split("/")
+        named = f"{variant}/{seed}"
+        assert set(images[run]) == {f"attention_map/{named}/layer_00",
+                                    f"attention_map/{named}/layer_01"}
+
+
+def test_the_comparison_cards_are_each_variants_mean_over_seeds(tensorboard):
+    """Custom Scalars lays out the study (a category, a chart per judged metric); the chart's
+    tag holds, in each comparison run, its variant's mean over seeds at every evaluation."""
+    layout = _get(f"{tensorboard}/data/plugin/custom_scalars/layout")
+    (category,) = layout["category"]
+    assert category["title"] == "tiny"
+    (chart,) = category["chart"]  # tiny_study judges eval/loss only
+    assert chart["multiline"]["tag"] == [r"^Compare/tiny/eval/loss$"]
+    assert chart["title"].startswith("eval/loss: mean over seeds")
+    series = lambda run, tag: {step: value for _, step, value in _get(
+        f"{tensorboard}/data/plugin/scalars/scalars?" + urllib.parse.urlencode(
+            {"run": run, "tag": tag}))}
+    for variant in ("scaled", "unscaled"):
+        seeds = [series(f"tiny/{variant}/seed_{s}", "eval/loss") for s in (0, 1)]
+        mean = series(f"tiny/compare/{variant}", "Compare/tiny/eval/loss")
+        assert sorted(mean) == sorted(seeds[0]) and len(mean) > 1
+        for step, value in mean.items():
+            assert value == pytest.approx((seeds[0][step] + seeds[1][step]) / 2, rel=1e-5)
 
 
 def test_tensorboard_hparams_trials_are_named_by_run(tensorboard):
     experiment = _get(f"{tensorboard}/data/plugin/hparams/experiment", {"experimentName": ""})
     names = [h["name"] for h in experiment["hparamInfos"]]
-    assert names[:3] == ["seed", "study", "variant"], names[:6]  # the first columns
+    # the first columns: the swept field and the run's identity
+    assert names[:4] == ["model.attn_scale", "seed", "study", "variant"], names[:6]
     groups = _get(f"{tensorboard}/data/plugin/hparams/session_groups", {
         "startIndex": 0, "sliceSize": 100,
         "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE",
@@ -217,7 +247,7 @@ def test_tensorboard_hparams_trials_are_named_by_run(tensorboard):
     for name, group in by_name.items():
         study, variant, seed = name.split("/")
         assert group["hparams"]["study"] == study and group["hparams"]["variant"] == variant
-        assert group["hparams"]["seed"] == int(seed.removeprefix("seed_"))
+        assert group["hparams"]["seed"] == seed.removeprefix("seed_")  # '1', not 1.0000
         assert [s["name"] for s in group["sessions"]] == [name]
 
 
@@ -238,6 +268,10 @@ def run_names(logdir: Path) -> list[str]:
     return sorted({str(p.parent.relative_to(logdir)) for p in logdir.rglob("events.out.tfevents*")})
 
 
+def _query(url: str) -> dict[str, list[str]]:
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+
+
 def url_regexes(url: str) -> tuple[re.Pattern, re.Pattern]:
     """(run filter, colour group) of a study link, compiled as TensorBoard's JavaScript does
     (the filter case-insensitive; both use only syntax JavaScript and Python read alike)."""
@@ -247,14 +281,19 @@ def url_regexes(url: str) -> tuple[re.Pattern, re.Pattern]:
 
 
 def assert_link_shows_the_study(url: str, names: list[str], others: list[str]) -> None:
+    """`names`: the study's runs (its comparison runs too), shown; `others`: not shown."""
     run_filter, group = url_regexes(url)
     assert names and all(run_filter.search(n) for n in names), (run_filter.pattern, names)
     assert not any(run_filter.search(n) for n in others), (run_filter.pattern, others)
-    colours = {n: group.search(n).group(1) for n in names}  # TensorBoard: a colour per group
+    # TensorBoard: a colour per list of the regex's groups; a variant's seeds and its mean
+    # (compare/<variant>) share one
+    colours = {n: group.search(n).groups() for n in names}
+    variant = lambda n: n.rsplit("/", 1)[-1] if f"/{n}".rsplit("/", 2)[-2] == "compare" \
+        else n.rsplit("/", 2)[-2]
+    assert len({variant(n) for n in names}) > 1
     for a in names:
         for b in names:
-            same_variant = a.rsplit("/", 2)[-2] == b.rsplit("/", 2)[-2]
-            assert (colours[a] == colours[b]) == same_variant, (a, b, colours)
+            assert (colours[a] == colours[b]) == (variant(a) == variant(b)), (a, b, colours)
 
 
 def test_the_sweeps_link_matches_its_runs_under_any_logdir(sweep, tensorboard):
@@ -263,9 +302,10 @@ def test_the_sweeps_link_matches_its_runs_under_any_logdir(sweep, tensorboard):
     TensorBoard itself) or a grandparent, and no other study's runs beside them."""
     result, logdir, root = sweep
     listed = sorted(_get(f"{tensorboard}/data/runs"))
-    assert run_names(logdir) == listed == RUNS
+    assert run_names(logdir) == listed == sorted(RUNS + COMPARE)
     url = re.search(r"^  tiny +(http://localhost:6006/\S+)$", result.stdout, re.M).group(1)
-    others = ["other/scaled/seed_0", "tinyx/scaled/seed_0", "scaled/tiny/seed_0/x"]
+    others = ["other/scaled/seed_0", "tinyx/scaled/seed_0", "scaled/tiny/seed_0/x",
+              "other/compare/scaled"]
     for served in (root, logdir, logdir.parent):
         assert_link_shows_the_study(url, run_names(served), others)
 
@@ -273,10 +313,11 @@ def test_the_sweeps_link_matches_its_runs_under_any_logdir(sweep, tensorboard):
 def test_a_multi_study_link_matches_under_a_parent():
     from transformer_jax.studies import terminal
 
-    study = types.SimpleNamespace(name="norm_placement", metrics=("eval/loss",))
-    url = terminal.study_url(study, multi_study=True)
+    url = terminal.study_url("norm_placement", ["eval/loss"], multi_study=True)
     runs = [f"norm_placement/{v}/seed_{s}" for v in ("pre", "post") for s in (0, 1)]
+    runs += ["norm_placement/compare/pre"]
     others = [f"qk_norm/{v}/seed_{s}" for v in ("pre", "post") for s in (0, 1)]
+    others += ["qk_norm/compare/pre"]
     for parent in ("", "studies/", "runs/studies/"):  # served: runs/studies, runs, .
         assert_link_shows_the_study(url, [parent + n for n in runs], [parent + n for n in others])
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
@@ -286,7 +327,7 @@ def test_a_multi_study_link_matches_under_a_parent():
 def test_the_scripts_links_name_the_runs_of_the_logdir_it_serves(sweep):
     """scripts/tensorboard.sh prints scripts/tensorboard_links.py's lines for its LOGDIR: a link
     per study found below it, whose filter matches that study's run names there."""
-    _, logdir, root = sweep
+    result, logdir, root = sweep
     links = _links_module()
     for served in (root, logdir, logdir.parent):
         lines = links.link_lines(served, port=6007)
@@ -294,6 +335,9 @@ def test_the_scripts_links_name_the_runs_of_the_logdir_it_serves(sweep):
         url = re.search(r"^  tiny +(http://localhost:6007/\S+)$", "\n".join(lines), re.M)
         assert url, lines
         assert_link_shows_the_study(url.group(1), run_names(served), ["other/scaled/seed_0"])
+        # the same cards pinned as the sweep's own link pins
+        sweeps = re.search(r"^  tiny +(http://localhost:6006/\S+)$", result.stdout, re.M)
+        assert _query(url.group(1))["pinnedCards"] == _query(sweeps.group(1))["pinnedCards"]
     assert links.port_of(["--port=6010"]) == 6010 == links.port_of(["--bind_all", "--port", "6010"])
     assert links.port_of([]) == 6006
 
@@ -310,7 +354,8 @@ def test_many_runs_say_where_the_images_are(tmp_path):
     assert lines[0].startswith(f"TensorBoard on {tmp_path}: 44 runs of 2 studies")
     assert any("(all)" in line and "runFilter" not in line and "runColorGroup" in line
                for line in lines)
-    assert "44 runs: TensorBoard's Images tab selects none above 40" in lines[-1]
+    assert "44 runs: TensorBoard's Images and Custom Scalars tabs select none above 40" \
+        in lines[-1]
     assert links.link_lines(tmp_path / "a")[-1].startswith("  a ")  # 24 runs: no note
 
 
@@ -318,15 +363,18 @@ def test_the_sweeps_lines_say_where_the_images_are_over_40_runs():
     from transformer_jax.studies import terminal
 
     def study(name, variants):
-        return types.SimpleNamespace(name=name, metrics=("eval/loss",), seeds=(0, 1, 2),
-                                     variants={f"v{i}": {} for i in range(variants)})
+        return (types.SimpleNamespace(name=name, metrics=("eval/loss",), seeds=(0, 1, 2),
+                                      variants={f"v{i}": {} for i in range(variants)}),
+                Path("/nonexistent") / name)
 
     many = terminal.tensorboard_lines("runs/studies", [study("a", 7), study("b", 7)], True)
-    assert many[-1] == ("  (42 runs: TensorBoard's Images tab selects none above 40; each "
-                        "study's link shows its images in Time Series)")
-    assert len(many) == 5 and many[2].startswith("  a  http") and "a/[^/]*/seed_" in many[2]
+    assert many[-1] == ("  (42 runs: TensorBoard's Images and Custom Scalars tabs select none "
+                        "above 40; each study's link shows its images and its comparison in "
+                        "Time Series)")
+    assert len(many) == 6 and many[2].startswith("  a      http") and "a/([^/]*/seed_" in many[2]
+    assert many[4].startswith("  (all)  http")
     few = terminal.tensorboard_lines("runs/norm", [study("norm_placement", 5)], False)
-    assert len(few) == 3 and "runFilter=^((.*/)?norm/)?[^/]*/seed_" in few[-1]
+    assert len(few) == 3 and "runFilter=^((.*/)?norm/)?([^/]*/seed_" in few[-1]
 
 
 @pytest.mark.parametrize("study, short", [("scaling", "holds"), ("qk_norm", "partly holds"),

@@ -70,18 +70,25 @@ def test_a_study_run_is_a_trial_named_by_its_run(tmp_path):
     (tmp_path / "config.json").write_text('{"study": "norms", "runs": [["pre", 1]]}')
     run = tmp_path / "pre" / "seed_1"
     run.mkdir(parents=True)
-    assert summaries.run_identity(str(run)) == ("norms/pre/seed_1",
-                                                {"study": "norms", "variant": "pre"})
+    assert summaries.run_identity(str(run)) == ("norms/pre/seed_1", {
+        "study": "norms", "variant": "pre", "seed": "1"})
     assert summaries.run_identity(str(tmp_path / "pre")) == ("pre", {})
+    # the sweep's view file names the swept fields: they are marked as differing too
+    (tmp_path / summaries.STUDY_VIEW_FILE).write_text('{"swept": ["model.norm"]}')
     with summaries.SummaryWriter(str(run)) as writer:
         writer.hparams({"seed": 1, "model.norm": "pre", "data.task": "sort"}, ["eval/loss"])
+        writer.images(3, {"attention_map/layer_00": np.zeros((4, 4))})
     values, _ = summaries.read_hparams(str(run))
-    assert values["study"] == "norms" and values["variant"] == "pre" and values["seed"] == 1
+    # the seed as a string: the plugin shows a number as 1.0000
+    assert values["study"] == "norms" and values["variant"] == "pre" and values["seed"] == "1"
+    # an image card names its variant and seed: TensorBoard shows the tag, cuts the run's name
+    assert summaries.read_tags(str(run))["images"] == ["attention_map/pre/seed_1/layer_00"]
     content = summaries._accumulator(str(run)).PluginTagToContent(metadata.PLUGIN_NAME)
     start = metadata.parse_session_start_info_plugin_data(content[metadata.SESSION_START_INFO_TAG])
     assert start.group_name == "norms/pre/seed_1"
     experiment = metadata.parse_experiment_plugin_data(content[metadata.EXPERIMENT_TAG])
-    assert {h.name for h in experiment.hparam_infos if h.differs} == {"study", "variant", "seed"}
+    assert {h.name for h in experiment.hparam_infos if h.differs} == {"study", "variant", "seed",
+                                                                      "model.norm"}
 
 
 def test_purge_step_drops_events_of_interrupted_process(tmp_path):

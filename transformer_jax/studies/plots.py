@@ -1,5 +1,6 @@
 """A study's curves as a figure a reader could put in a paper: one panel per metric, each
-variant's mean over seeds with its seeds' min–max shaded, labelled axes, a log scale where a
+variant's mean over seeds with the verdicts' interval shaded (the 95 % Student-t interval of the
+mean over seeds, `stats.mean_interval`, clipped to the metric's range), labelled axes, a log scale where a
 panel spans decades, one legend outside the data, and colour *and* line style per variant (a
 study of 7 variants stays readable in grey print).
 
@@ -12,18 +13,23 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
 from transformer_jax.train.figures import file_pyplot
+from transformer_jax.studies import bounds, stats
 
 LOG_SCALE_RATIO = 50.0  # a panel whose positive values span more than this goes log-scale
 LINE_STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 COLUMNS = 3  # panels per row
+BAND_WORDS = "band: 95 % t-interval of the mean over seeds (the verdicts'), clipped to the metric's range"
+DPI = 150  # a 4.6-inch panel is ~700 pixels: sharp in a page, legible printed at column width
+# Font sizes (points) of a panel 4.6 inches wide: a figure of three scaled to a page's 6.5
+# inches keeps its tick labels at ~6 points and its labels at ~7, matplotlib's defaults at 4.5.
+FONT = dict(title=12, label=12, ticks=11, legend=11)
 
 # The y-axis label of a metric, by the last part of its tag (units in brackets).
 Y_LABELS = {
@@ -174,18 +180,35 @@ def seed_curves(runs: Mapping[tuple[str, int], dict[str, Any]], variant: str,
     return steps, np.array([[c.get(t, np.nan) for t in steps] for c in curves], float)
 
 
+def seed_band(values: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, low, high) per step of `values` [seeds, steps]: the mean over the seeds with a
+    finite value there, and the 95 % t-interval of that mean (stats.mean_interval, the interval
+    the verdicts use) clipped to the metric's range; nan where fewer than 2 seeds are finite
+    (no interval: one seed has no spread to measure)."""
+    values = np.asarray(values, float)
+    mean, low, high = (np.full(values.shape[1], np.nan) for _ in range(3))
+    for t in range(values.shape[1]):
+        finite = values[np.isfinite(values[:, t]), t]
+        if finite.size:
+            mean[t] = finite.mean()
+        if finite.size > 1:
+            low[t], high[t] = stats.mean_interval(finite)
+    low, high = bounds.clip_to_bounds(metric, low, high)
+    return mean, low, high
+
+
 def plot_curves(study, runs: Mapping[tuple[str, int], dict[str, Any]], path: Path) -> None:
     """`curves_figure`, written to `path` (PNG)."""
     import matplotlib.pyplot as plt
 
     fig = curves_figure(study, runs)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
 
 
 def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]]):
-    """One panel per metric of `study`: each variant's mean over seeds, shaded between its
-    seeds' min and max (`runs`: report.collect's (variant, seed) -> {'curves': ...})."""
+    """One panel per metric of `study`: each variant's mean over seeds, shaded over its 95 %
+    t-interval (`seed_band`; `runs`: report.collect's (variant, seed) -> {'curves': ...})."""
     import matplotlib.lines
     plt = file_pyplot()
 
@@ -202,30 +225,30 @@ def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]]):
             steps, values = seed_curves(runs, variant, study.seeds, metric)
             if not steps:
                 continue
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-nan: a diverged seed
-                mean, low, high = (np.nanmean(values, 0), np.nanmin(values, 0),
-                                   np.nanmax(values, 0))
+            mean, low, high = seed_band(values, metric)
             every = max(1, len(steps) // 8)  # a few markers per curve, not one per point
             ax.plot(steps, mean, label=variant, markevery=every, **styles[variant])
             if len(study.seeds) > 1:
                 ax.fill_between(steps, low, high, color=styles[variant]["color"], alpha=0.15,
                                 linewidth=0)
-            plotted += [mean, low, high]
+            plotted += [mean, high]  # (a band clipped to 0 would keep a loss panel linear)
         if wants_log_scale(metric, plotted):
             ax.set_yscale("log")
-        ax.set_title(metric + (eval_note if metric.startswith("eval/") else ""), fontsize=10)
-        ax.set_xlabel("training step")
-        ax.set_ylabel(y_label(metric))
+        ax.set_title(metric + (eval_note if metric.startswith("eval/") else ""),
+                     fontsize=FONT["title"])
+        ax.set_xlabel("training step", fontsize=FONT["label"])
+        ax.set_ylabel(y_label(metric), fontsize=FONT["label"])
+        ax.tick_params(labelsize=FONT["ticks"])
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(metrics):]:
         ax.set_visible(False)
     handles, labels, columns, title = legend_entries(study.variants, styles)
-    band = (f"line: mean over seeds {list(study.seeds)}; shaded: the seeds' min–max"
+    band = (f"line: mean over seeds {list(study.seeds)}; {BAND_WORDS}"
             if len(study.seeds) > 1 else f"seed {study.seeds[0]}")
-    fig.suptitle(f"{study.name} — {band}", fontsize=11)
+    fig.suptitle(study.name, fontsize=FONT["title"] + 1)
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns,
-               frameon=False, title=title)
+               frameon=False, title=f"{title}\n{band}", fontsize=FONT["legend"],
+               title_fontsize=FONT["legend"])
     fig.tight_layout()
     return fig
 
@@ -244,5 +267,5 @@ def plot_lines(path: Path, series: dict[str, tuple[Sequence[float], Sequence[flo
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 
 
 from transformer_jax.train import workdir as workdir_lib
-from transformer_jax.studies import convergence, multiplicity, tuning
+from transformer_jax.studies import board, convergence, multiplicity, tuning
 from transformer_jax.studies import record as record_lib
 from transformer_jax.studies import verdict_text
 from transformer_jax.studies.checks import Section, as_section
@@ -48,6 +48,7 @@ def final_value(run: dict[str, Any], metric: str) -> float:
 def write_report(study: Study, root: Path) -> None:
     runs = collect(study, root)
     plot_curves(study, runs, root / "curves.png")
+    board.write_comparison(study, root, runs)
     _write_csv(_rows(study, runs), root / "summary.csv")
     sections = [as_section(f(root, runs)) for f in study.analyses]
     record = study_record(study, runs, study.probe_markdown(root), sections)

@@ -36,7 +36,7 @@ from typing import Any, Optional
 from absl import flags, logging
 
 from transformer_jax.train import cli
-from transformer_jax.studies import pages
+from transformer_jax.studies import board, pages
 from transformer_jax.studies import plan as plan_lib
 from transformer_jax.studies import report
 from transformer_jax.studies import schedule
@@ -127,6 +127,7 @@ def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]]
             check_config(config)
         root = workdir_lib.prepare(workdir, {"study": study.name,
                                              "runs": [list(r) for r in study.runs()]})
+        board.write_view(study, root, list(configs.values()))
         shared = link_identical_runs(study.name, root, configs, owners, linked)
         ended = {(v, s) for v, s in study.runs()
                  if has_ended(workdir_lib.read_status(root / v / f"seed_{s}"))}

@@ -21,13 +21,17 @@ from typing import Any, Optional, Sequence, TextIO
 from transformer_jax.train.cli import LOG_FILE
 from transformer_jax.train.terminal import duration, tensorboard_executable
 from transformer_jax.studies.study import Study
+from transformer_jax.studies import board
 from transformer_jax.studies import record as record_lib
 from transformer_jax.studies import verdict_text
 
 TENSORBOARD_PORT = 6006
-# Run names end in <variant>/seed_<n>: the seeds of a variant (of a study) share a colour. (The
-# URLs' regexes avoid + and \ , which a URL must escape: [0-9]* for a seed's digits.)
-RUN_COLOR_GROUP = "regex:^(.*)/seed_[0-9]*$"
+# Run names end in <variant>/seed_<n>, a comparison run's in compare/<variant>: the seeds of a
+# variant (of a study) and its mean share a colour. TensorBoard colours runs by the list of the
+# regex's groups, (the study's part, the variant): the lazy first group stops before the
+# variant in both. (The URLs' regexes avoid + and \ , which a URL must escape: [0-9]* for a
+# seed's digits.)
+RUN_COLOR_GROUP = "regex:^(.*?/)??(?:compare/)?([^/][^/]*)(?:/seed_[0-9][0-9]*)?$"
 # TensorBoard's Images tab (and its other pre-Time-Series tabs) selects no run by default when
 # more than this many match its run filter; Time Series selects up to 500.
 LEGACY_TAB_MAX_RUNS = 40
@@ -100,47 +104,80 @@ def read_verdict(path: Path) -> StudyVerdict:
 
 def runs_url(query: dict[str, str], port: int = TENSORBOARD_PORT) -> str:
     """TensorBoard's Time Series with `query`'s URL parameters, regex characters left readable
-    (TensorBoard decodes each value as a whole)."""
+    (TensorBoard decodes each value as a whole), curves unsmoothed (its default 0.6 averages
+    an eval curve of ten points into a different curve)."""
     return (f"http://localhost:{port}/?"
-            + urllib.parse.urlencode(query, safe="/^[]():,*?$", quote_via=urllib.parse.quote)
+            + urllib.parse.urlencode({**query, "smoothing": "0"}, safe="/^[]():,*?$|",
+                                     quote_via=urllib.parse.quote)
             + "#timeseries")
 
 
-def study_url(study: Study, multi_study: bool, port: int = TENSORBOARD_PORT,
-              directory: Optional[str] = None) -> str:
+def pinned_cards(root: Path, metrics: Sequence[str] = ()) -> list[str]:
+    """The tags a link to the study at `root` pins: its comparison cards (one per judged
+    metric, a line per variant: studies/board.py), then its metrics (`metrics`, else its view
+    file's), from the view file the sweep wrote there."""
+    view = board.read_view(root)
+    return list(dict.fromkeys([*view.get("cards", []), *(metrics or view.get("metrics", []))]))
+
+
+def _pinned(tags: Sequence[str]) -> dict[str, str]:
+    if not tags:
+        return {}
+    return {"pinnedCards": json.dumps([{"plugin": "scalars", "tag": t} for t in tags],
+                                      separators=(",", ":"))}
+
+
+def study_url(name: str, pinned: Sequence[str], multi_study: bool,
+              port: int = TENSORBOARD_PORT, directory: Optional[str] = None) -> str:
     """TensorBoard's Time Series, showing one study: its runs only, coloured by variant (the
-    seeds of a variant share a colour), the study's metrics pinned on top.
+    seeds of a variant share a colour), and its comparison runs; the `pinned` tags on top.
 
     TensorBoard names a run by its path below the --logdir it serves, which may be the sweep's
     directory (`<study>/<variant>/seed_<n>`), the study's own (`<variant>/seed_<n>`) or any
     parent of them (`studies/<study>/...` from runs/): the regexes match the study's runs under
     any of these. `directory`: the name of the study's directory (default: the study's name, as
     a sweep of several studies names them)."""
-    name = re.escape(directory or study.name)
+    escaped = re.escape(directory or name)
     # a multi-study directory holds other studies: the study's directory must be in the name
-    study_part = f"(.*/)?{name}/" if multi_study else f"((.*/)?{name}/)?"
-    query = {"runFilter": f"^{study_part}[^/]*/seed_[0-9]*$", "runColorGroup": RUN_COLOR_GROUP}
-    if study.metrics:
-        query["pinnedCards"] = json.dumps([{"plugin": "scalars", "tag": m}
-                                           for m in study.metrics], separators=(",", ":"))
-    return runs_url(query, port)
+    study_part = f"(.*/)?{escaped}/" if multi_study else f"((.*/)?{escaped}/)?"
+    runs = f"([^/]*/seed_[0-9]*|{board.COMPARE_DIR}/[^/]*)"
+    query = {"runFilter": f"^{study_part}{runs}$", "runColorGroup": RUN_COLOR_GROUP}
+    return runs_url({**query, **_pinned(pinned)}, port)
 
 
-def tensorboard_lines(logdir: str, studies: Sequence[Study], multi_study: bool) -> list[str]:
+def all_studies_url(pinned: Sequence[str], port: int = TENSORBOARD_PORT) -> str:
+    """Every run, coloured by variant, every study's comparison cards pinned on top."""
+    return runs_url({"runColorGroup": RUN_COLOR_GROUP, **_pinned(pinned)}, port)
+
+
+def tensorboard_lines(logdir: str, studies: Sequence[tuple[Study, Path]],
+                      multi_study: bool) -> list[str]:
+    """How to open TensorBoard on the sweep's `logdir`: a link per study (study, its root)."""
     script = " (or scripts/tensorboard.sh " + logdir + ")" if Path(
         "scripts/tensorboard.sh").exists() else ""
     lines = [f"TensorBoard:  {tensorboard_executable()} --logdir {logdir}{script}",
-             "  then open, one study at a time (seeds of a variant in one colour, the study's "
-             "metrics pinned first):"]
-    width = max(len(s.name) for s in studies) if studies else 0
+             "  then open, one study at a time (its variants compared first, then its runs, "
+             "the seeds of a variant in one colour):"]
+    width = max([len(s.name) for s, _ in studies] + [5])
     directory = None if multi_study else Path(logdir).name
-    lines += [f"  {s.name:<{width}}  {study_url(s, multi_study, directory=directory)}"
-              for s in studies]
-    runs = sum(len(s.variants) * len(s.seeds) for s in studies)
-    if runs > LEGACY_TAB_MAX_RUNS:
-        lines.append(f"  ({runs} runs: TensorBoard's Images tab selects none above "
-                     f"{LEGACY_TAB_MAX_RUNS}; each study's link shows its images in Time Series)")
-    return lines
+    pinned = {s.name: pinned_cards(root, s.metrics) for s, root in studies}
+    lines += [f"  {s.name:<{width}}  "
+              f"{study_url(s.name, pinned[s.name], multi_study, directory=directory)}"
+              for s, _ in studies]
+    if len(studies) > 1:
+        cards = [t for s, root in studies for t in board.read_view(root).get("cards", [])]
+        lines.append(f"  {'(all)':<{width}}  {all_studies_url(cards)}")
+    runs = sum(len(s.variants) * len(s.seeds) for s, _ in studies)
+    return lines + legacy_tabs_note(runs)
+
+
+def legacy_tabs_note(runs: int) -> list[str]:
+    """Over LEGACY_TAB_MAX_RUNS runs, where to look instead of the tabs that select none."""
+    if runs <= LEGACY_TAB_MAX_RUNS:
+        return []
+    return [f"  ({runs} runs: TensorBoard's Images and Custom Scalars tabs select none above "
+            f"{LEGACY_TAB_MAX_RUNS}; each study's link shows its images and its comparison in "
+            f"Time Series)"]
 
 
 class JobProgress:
@@ -278,5 +315,5 @@ class JobProgress:
             self.print(f"Report:       {report}")
         multi = len(studies) > 1 or (len(studies) == 1 and
                                       Path(logdir).resolve() != self.studies[studies[0].name][1].resolve())
-        for line in tensorboard_lines(logdir, studies, multi):
+        for line in tensorboard_lines(logdir, list(self.studies.values()), multi):
             self.print(line)

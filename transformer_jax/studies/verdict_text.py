@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from transformer_jax.studies import convergence
+from transformer_jax.studies import bounds, convergence
 from transformer_jax.studies.checks import PASS, CheckResult, Section
 from transformer_jax.studies.study import RATES, Comparison, Measure
 
@@ -249,13 +249,23 @@ def summary_over(record: dict[str, Any]) -> str:
     return (f"mean ± std [95 % interval] over seeds {record['seeds']}, diverged runs left out")
 
 
-def metric_cell(m: Optional[dict[str, Any]]) -> str:
-    """'mean ± std [95 % interval of the mean]' over the finite values."""
+def metric_cell(m: Optional[dict[str, Any]], metric: str = "") -> str:
+    """'mean ± std [95 % interval of the mean]' over the finite values, the interval clipped
+    to `metric`'s range (bounds.CLIPPED_NOTE)."""
     if m is None:
         return "—"
     if m["n"] == 1:
         return f"{m['mean']:.4g}"
-    return f"{m['mean']:.4g} ± {m['std']:.2g} [{m['low']:.4g}, {m['high']:.4g}]"
+    low, high = bounds.clip_to_bounds(metric, m["low"], m["high"])
+    return f"{m['mean']:.4g} ± {m['std']:.2g} [{low:.4g}, {high:.4g}]"
+
+
+def clipped_summary(record: dict[str, Any]) -> bool:
+    """Whether any final-metrics interval of `record` is shown clipped (`metric_cell`)."""
+    s = record["summary"]
+    return any(m is not None and m["n"] > 1 and bounds.reaches_past_bounds(name, m["low"],
+                                                                           m["high"])
+               for v in s["variants"] for name, m in v["metrics"].items())
 
 
 def summary_table(record: dict[str, Any]) -> list[str]:
@@ -271,7 +281,7 @@ def summary_table(record: dict[str, Any]) -> list[str]:
         rows.append([v["variant"], ", ".join(f"{k}={x}" for k, x in
                                              v["overrides"].items()) or "(base)",
                      f"{v['diverged']}/{v['runs']}",
-                     *(metric_cell(v["metrics"][m]) for m in s["metrics"]),
+                     *(metric_cell(v["metrics"][m], m) for m in s["metrics"]),
                      *("never" if v["speed"][m] is None else str(v["speed"][m]) for m in judged),
                      *("—" if c is None else f"{c['change']:+.3g} ({c['start']}→{c['end']})"
                        for c in late)])
@@ -288,7 +298,8 @@ def intervals_line(record: dict[str, Any]) -> str:
             f"Change over the last {window} % of steps: the mean curve's last value minus its "
             f"value at the last evaluation at or before {100 - window} % of the run (steps in "
             f"brackets): near 0, the variant had flattened at this budget; far from 0, its "
-            f"final value still measures how fast it learns as well as how far.")
+            f"final value still measures how fast it learns as well as how far."
+            + (f" {bounds.CLIPPED_NOTE}" if clipped_summary(record) else ""))
 
 
 def summary_markdown(record: dict[str, Any]) -> str:

@@ -60,35 +60,52 @@ def _hparam_value(value) -> HParamValue:
 
 
 # The hparams that tell a study's runs apart. TensorBoard lists the columns it is told differ
-# first (then by name): these, rather than the alphabetically first data.* fields.
+# first (then by name): these and the study's swept fields, rather than the alphabetically
+# first data.* fields.
 IDENTITY_HPARAMS = ("study", "variant", "seed")
+# At a study's root, written by the sweep (studies/board.py): {"swept": [config fields whose
+# values differ between its runs], "metrics": [...], "cards": [its comparison cards' tags]}.
+STUDY_VIEW_FILE = "tensorboard.json"
+
+
+def swept_hparams(logdir: str) -> list[str]:
+    """The swept fields of the study whose run is `logdir` (its view file); [] elsewhere."""
+    try:
+        view = json.loads((Path(logdir).absolute().parent.parent / STUDY_VIEW_FILE).read_text())
+        swept = view.get("swept", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [k for k in swept if isinstance(k, str)] if isinstance(swept, list) else []
 
 
 def run_identity(logdir: str) -> tuple[str, dict[str, HParamValue]]:
     """(trial name, identity hparams) of the run in `logdir`. A study's run,
     `<study root>/<variant>/seed_<n>` where the root's config.json names the study (the sweep's
-    layout), is 'study/variant/seed_n' with {'study', 'variant'}; any other run is its
-    directory's name, with none."""
+    layout), is 'study/variant/seed_n' with {'study', 'variant', 'seed'} (the seed as a string:
+    the plugin shows numbers with four decimals); any other run is its directory's name, with
+    none."""
     path = Path(logdir).absolute()
     try:
         study = json.loads((path.parent.parent / CONFIG_FILE).read_text()).get("study")
     except (OSError, ValueError, AttributeError):
         study = None
     if isinstance(study, str) and path.name.startswith("seed_"):
-        return f"{study}/{path.parent.name}/{path.name}", {"study": study,
-                                                           "variant": path.parent.name}
+        return f"{study}/{path.parent.name}/{path.name}", {
+            "study": study, "variant": path.parent.name, "seed": path.name.removeprefix("seed_")}
     return path.name, {}
 
 
-def _experiment_pb(values: Mapping[str, HParamValue], metrics: Sequence[str]) -> summary_pb2.Summary:
+def _experiment_pb(values: Mapping[str, HParamValue], metrics: Sequence[str],
+                   first: Sequence[str] = IDENTITY_HPARAMS) -> summary_pb2.Summary:
     """The experiment summary (hparam names *with types* + metric tags). `hparams_config_pb` can
     only type an hparam by giving it a domain, and a domain built from one run's value would make
     the dashboard's filters hide every other run of a sweep; so the proto is built directly,
     typed but domain-free (what PyTorch's and tensorboardX's `add_hparams` write too). The
-    identity hparams are marked as differing, which puts them in the first columns."""
+    hparams `first` (the identity ones, a study's swept fields) are marked as differing,
+    which puts them in the first columns."""
     experiment = api_pb2.Experiment(
         hparam_infos=[api_pb2.HParamInfo(name=k, type=_HPARAM_TYPES[type(v)],
-                                         differs=k in IDENTITY_HPARAMS)
+                                         differs=k in first)
                       for k, v in sorted(values.items())],
         metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=t)) for t in metrics],
     )
@@ -152,8 +169,15 @@ class SummaryWriter:
             self._writer.add_scalar(tag, float(value), global_step=int(step))
 
     def images(self, step: int, images: Mapping[str, np.ndarray]) -> None:
-        """Each image HWC (C = 1, 3 or 4) or HW; float in [0, 1] or uint8 in [0, 255]."""
+        """Each image HWC (C = 1, 3 or 4) or HW; float in [0, 1] or uint8 in [0, 255]. In a
+        study's run the tag names the variant and seed after its first part
+        ('attention_map/pre_ln/seed_0/layer_00'): TensorBoard's image card cuts the run's
+        name ('positions/decoder_…') but shows the tag."""
+        _, identity = run_identity(self.logdir)
         for tag, image in images.items():
+            if identity:
+                group, _, rest = tag.partition("/")
+                tag = f"{group}/{identity['variant']}/seed_{identity['seed']}/{rest}"
             image = np.asarray(image)
             formats = {2: "HW", 3: "HWC"}.get(image.ndim)
             if formats is None:
@@ -177,16 +201,23 @@ class SummaryWriter:
         The trial is named by the run (`run_identity`): 'study/variant/seed_n' in a study, where
         `study` and `variant` are added as hparams.
         """
-        from tensorboardX.proto import summary_pb2 as tbx_summary_pb2
-
         trial, identity = run_identity(self.logdir)
-        values = {**identity, **{str(k): _hparam_value(v) for k, v in hparams.items()}}
+        values = {**{str(k): _hparam_value(v) for k, v in hparams.items()}, **identity}
+        if isinstance(values.get("seed"), int):
+            values["seed"] = str(values["seed"])  # the plugin would show seed 1 as 1.0000
         # session_start_info: this run's values, its trial named by the run
         session = hparams_summary.hparams_pb(values, trial_id=trial)
-        writer = self._writer.file_writer
-        for pb in (_experiment_pb(values, list(metrics)), session):
-            # TensorBoard's Summary proto and tensorboardX's copy share the wire format.
-            writer.add_summary(tbx_summary_pb2.Summary.FromString(pb.SerializeToString()), 0)
+        first = (*IDENTITY_HPARAMS, *swept_hparams(self.logdir))
+        for pb in (_experiment_pb(values, list(metrics), first), session):
+            self.summary(pb)
+
+    def summary(self, pb: summary_pb2.Summary, step: int = 0) -> None:
+        """A summary proto built with TensorBoard's own protos (a plugin's), as it is."""
+        from tensorboardX.proto import summary_pb2 as tbx_summary_pb2
+
+        # TensorBoard's Summary proto and tensorboardX's copy share the wire format.
+        self._writer.file_writer.add_summary(
+            tbx_summary_pb2.Summary.FromString(pb.SerializeToString()), step)
 
     def flush(self) -> None:
         self._writer.flush()
@@ -216,6 +247,9 @@ class NullWriter:
 
     def hparams(self, hparams, metrics) -> None:
         del hparams, metrics
+
+    def summary(self, pb, step=0) -> None:
+        del pb, step
 
     def flush(self) -> None:
         pass

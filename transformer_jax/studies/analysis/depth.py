@@ -11,7 +11,6 @@ markdown table.
 from __future__ import annotations
 
 import csv
-import itertools
 import math
 import re
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 
 from transformer_jax.studies.analysis import probes
 from transformer_jax.studies.markdown import markdown_table
+from transformer_jax.studies import bounds, plots
 from transformer_jax.studies.plots import plot_lines
 from transformer_jax.studies import report
 from transformer_jax.studies import study
@@ -28,6 +28,7 @@ from transformer_jax.config import Norm
 from transformer_jax.train.figures import file_pyplot
 
 METRIC = "eval/accuracy"
+DODGE = 0.06  # how far apart (in log2 layers) the architectures' points sit at one depth
 DIVERGED_ACCURACY = 0.0  # what a diverged run counts as (experiments/depth.py: FAILED)
 CSV_FILE, PLOT_FILE = "accuracy_by_depth.csv", "accuracy_by_depth.png"
 PROBE_FILE = "probe_token_similarity_by_depth.png"
@@ -53,8 +54,7 @@ def accuracy_by_depth(root: Path, runs: Mapping[tuple[str, int], dict]) -> str:
     """The analysis: writes the csv and the plot into root, returns the markdown table."""
     root = Path(root)
     table = by_depth(runs)
-    points = {a: {d: _point(per_seed) for d, per_seed in sorted(depths.items())}
-              for a, depths in table.items()}
+    points = points_of(table)
     _write_csv(table, root / CSV_FILE)
     _plot(points, root / PLOT_FILE)
     depths = sorted({d for per_depth in table.values() for d in per_depth})
@@ -64,13 +64,17 @@ def accuracy_by_depth(root: Path, runs: Mapping[tuple[str, int], dict]) -> str:
         cells = [architecture]
         for d in depths:
             p = per_depth.get(d)
+            low, high = bounds.clip_to_bounds(METRIC, p["low"], p["high"]) if p else (0, 0)
             cells.append("–" if p is None else
-                         f"{p['mean']:.3f} [{p['low']:.2f}, {p['high']:.2f}]"
+                         f"{p['mean']:.3f} [{low:.2f}, {high:.2f}]"
                          + (f" ({p['diverged']} diverged)" if p["diverged"] else ""))
         rows.append(cells)
+    clipped = any(bounds.reaches_past_bounds(METRIC, p["low"], p["high"])
+                  for per_depth in points.values() for p in per_depth.values())
     lines = ["### Accuracy by depth", "",
              f"Final {METRIC}, mean over seeds [95 % Student-t interval]; a diverged run counts "
-             f"as {DIVERGED_ACCURACY}. Per seed: {CSV_FILE}.", "",
+             f"as {DIVERGED_ACCURACY}. Per seed: {CSV_FILE}."
+             + (f" {bounds.CLIPPED_NOTE}" if clipped else ""), "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines += ["", f"![accuracy by depth]({PLOT_FILE})", ""]
@@ -97,30 +101,50 @@ def _write_csv(table, path: Path) -> None:
 
 
 def _plot(points, path: Path) -> list[str]:
-    """Writes the figure; returns the architectures drawn, in order (one line each)."""
+    """Writes the figure; returns the architectures drawn, in order (one line each). Each
+    point's 95 % interval is an error bar, clipped to [0, 1] (bounds.CLIPPED_NOTE); the
+    architectures sit side by side at each depth (bands of six lines would overlap)."""
     plt = file_pyplot()
 
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    # one line per architecture, however many: styles repeat (zip would drop the 6th and on)
-    for (architecture, per_depth), style in zip(points.items(), itertools.cycle(("-", "--", "-.", ":"))):
-        depths = sorted(per_depth)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    styles = plots.variant_styles({a: {} for a in points})
+    for k, (architecture, per_depth) in enumerate(points.items()):
+        depths = np.array(sorted(per_depth))
         mean = np.array([per_depth[d]["mean"] for d in depths])
-        low = np.array([per_depth[d]["low"] for d in depths])
-        high = np.array([per_depth[d]["high"] for d in depths])
-        line, = ax.plot(depths, mean, style, marker="o", label=architecture)
-        ax.fill_between(depths, np.clip(low, 0, 1), np.clip(high, 0, 1), color=line.get_color(),
-                        alpha=0.15)
+        low, high = bounds.clip_to_bounds(METRIC, np.array([per_depth[d]["low"] for d in depths]),
+                                          np.array([per_depth[d]["high"] for d in depths]))
+        dodge = 2.0 ** (DODGE * (k - (len(points) - 1) / 2))  # x is log 2: a constant shift
+        ax.errorbar(depths * dodge, mean, yerr=[mean - low, high - mean], capsize=3,
+                    label=architecture, **styles[architecture])
     ax.set_xscale("log", base=2)
     all_depths = sorted({d for per_depth in points.values() for d in per_depth})
     ax.set_xticks(all_depths, [str(d) for d in all_depths])
-    ax.set(title="final accuracy by depth (band: 95 % interval over seeds)",
-           xlabel="layers (log scale)", ylabel=f"final {METRIC}", ylim=(-0.02, 1.02))
+    ax.set_title("final accuracy by depth", fontsize=12)
+    ax.set(xlabel="layers (log scale)", ylabel=f"final {METRIC} [fraction]", ylim=(-0.02, 1.02))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5), title_fontsize=9,
+              title="architecture\n(bar: 95 % t-interval\nover seeds, the verdicts',\n"
+                    "clipped to [0, 1])")
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=plots.DPI)
     plt.close(fig)
-    return [line.get_label() for line in ax.get_lines()]
+    return [text.get_text() for text in ax.get_legend().get_texts()]
+
+
+def read_csv(path: Path) -> dict[str, dict[int, dict[int, float]]]:
+    """`by_depth`'s table back from the csv `_write_csv` wrote (nan: diverged), so that the
+    figure can be drawn again from committed results."""
+    out: dict[str, dict[int, dict[int, float]]] = {}
+    with Path(path).open(newline="") as f:
+        for row in csv.DictReader(f):
+            out.setdefault(row["architecture"], {}).setdefault(int(row["depth"]), {})[
+                int(row["seed"])] = float(row["accuracy"]) if row["accuracy"] else math.nan
+    return out
+
+
+def points_of(table) -> dict[str, dict[int, dict[str, float]]]:
+    return {a: {d: _point(per_seed) for d, per_seed in sorted(depths.items())}
+            for a, depths in table.items()}
 
 
 def write_probes(root: Path, depth: int = 24) -> str:

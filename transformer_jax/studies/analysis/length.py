@@ -92,6 +92,23 @@ def _write_csv(results, path: Path) -> None:
                                      f"{m['seq_accuracy'][i]:.4f}"])
 
 
+def read_csv(path: Path) -> dict[str, tuple[tuple[int, ...], dict[int, dict[str, np.ndarray]]]]:
+    """The results `_write_csv` wrote, read back (variant -> (seeds, length -> key ->
+    per-seed values)), so that the figure can be drawn again from committed results."""
+    rows: dict[str, dict[int, dict[int, dict[str, float]]]] = {}
+    with Path(path).open(newline="") as f:
+        for row in csv.DictReader(f):
+            rows.setdefault(row["variant"], {}).setdefault(int(row["length"]), {})[
+                int(row["seed"])] = {k: float(row[k]) for k in ("accuracy", "seq_accuracy")}
+    results = {}
+    for variant, by_length in rows.items():
+        seeds = tuple(sorted(next(iter(by_length.values()))))
+        results[variant] = (seeds, {length: {k: np.array([per_seed[s][k] for s in seeds])
+                                             for k in ("accuracy", "seq_accuracy")}
+                                    for length, per_seed in sorted(by_length.items())})
+    return results
+
+
 def _ranges(lengths, train_len: int) -> list[tuple[str, list[int]]]:
     """Length ranges of the table: training lengths, then N+1..2N, then 2N+1..4N (or what the
     eval lengths cover of them)."""
@@ -129,8 +146,8 @@ def _markdown(results, train_len: int, num_runs: int) -> str:
 
 def length_figure(results, train_len: int):
     """Token and whole-sequence accuracy against test length, one panel each: per variant the
-    mean over seeds, shaded between the seeds' min and max, in the study figure's styles; the
-    lengths past the longest training one shaded grey."""
+    mean over seeds, shaded over its 95 % t-interval (`plots.seed_band`), in the study
+    figure's styles; the lengths past the longest training one shaded grey."""
     import matplotlib.lines
     plt = file_pyplot()
 
@@ -142,10 +159,10 @@ def length_figure(results, train_len: int):
         for variant, (_, by_length) in results.items():
             lengths = sorted(by_length)
             values = np.array([by_length[l][key] for l in lengths])  # [lengths, seeds]
-            ax.plot(lengths, values.mean(1), markevery=max(1, len(lengths) // 8),
-                    **styles[variant])
-            ax.fill_between(lengths, values.min(1), values.max(1),
-                            color=styles[variant]["color"], alpha=0.15, linewidth=0)
+            mean, low, high = plots.seed_band(values.T, f"eval/{key}")
+            ax.plot(lengths, mean, markevery=max(1, len(lengths) // 8), **styles[variant])
+            ax.fill_between(lengths, low, high, color=styles[variant]["color"], alpha=0.15,
+                            linewidth=0)
         ax.axvspan(train_len + 0.5, longest + 0.5, color="grey", alpha=0.12, linewidth=0)
         ax.set_title(f"{key} by test length: trained on ≤ {train_len}, unseen "
                      f"{train_len + 1}–{longest} (shaded)", fontsize=9)
@@ -156,7 +173,7 @@ def length_figure(results, train_len: int):
     handles = [matplotlib.lines.Line2D([], [], **styles[v]) for v in results]
     fig.legend(handles, list(results), loc="upper center", bbox_to_anchor=(0.5, 0.0),
                ncol=min(len(results), 5), frameon=False,
-               title="variant (line: mean over seeds; band: the seeds' min–max)")
+               title=f"variant (line: mean over seeds; {plots.BAND_WORDS})")
     fig.tight_layout()
     return fig
 
@@ -165,5 +182,5 @@ def _plot(results, train_len: int, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig = length_figure(results, train_len)
-    fig.savefig(path, dpi=80, bbox_inches="tight")
+    fig.savefig(path, dpi=plots.DPI, bbox_inches="tight")
     plt.close(fig)
