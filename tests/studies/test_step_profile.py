@@ -1,0 +1,29 @@
+"""The step profile's page: rendered from its JSON, with the machine named and the explanation
+in numbers (ratios of the last variant to the first)."""
+from __future__ import annotations
+
+from transformer_jax.studies.analysis import step_profile
+
+
+def variant(wall_ms: float, kernels: float, kernel_ms: float, flops: float) -> dict:
+    return {"seeds": 3, "flops_per_replica_step": flops, "wall_ms": wall_ms, "kernels": kernels,
+            "kernel_ms": kernel_ms, "matmul_ms": 0.5,
+            "top": [{"kind": "matmul", "op": "dot_general", "shape": "f32[8,8]", "ms": 0.25,
+                     "kernels": 2.0, "gflops": 1.0}]}
+
+
+def test_render_names_the_cpu_and_explains_in_ratios():
+    data = {"cpu": "AMD EPYC", "cpus": 2, "steps": 50,
+            "variants": {"h1": variant(4.0, 100, 2.0, 1e6), "h8": variant(10.0, 200, 8.0, 1.005e6)}}
+    text = step_profile.render(data)
+    assert "**AMD EPYC** (2 CPUs" in text and f"]({step_profile.FILE})" in text
+    # wall 10/4, kernels 200/100, per kernel (8/200)/(2/100) = 2: µs 20 → 40
+    assert ("h8 against h1: 2.50× the wall time for 1.0050× the FLOPs; 2.00× the kernels per "
+            "step (100 → 200), each 2.00× as long (20.0 → 40.0 µs).") in text
+    assert "| h8 | 10.00 | 2.50 | 200 | 8.00 | 40.0 |" in text
+    assert "| h1 | matmul dot_general → f32[8,8] | 0.250 | 2 |" in text
+
+
+def test_render_without_runs_says_so():
+    assert "No finished run" in step_profile.render({"cpu": "x", "cpus": 1, "steps": 1,
+                                                      "variants": {}})

@@ -1,0 +1,128 @@
+"""Where a variant's train-step time goes, kernel by kernel: a study analysis (`Study.analyses`)
+that explains a measured step time that FLOPs do not (the `heads` study: equal FLOPs, unequal
+time).
+
+For each chosen variant it builds the train step its runs ran (every seed in one program,
+`steps.make_train_step(replicas=True)`, from the first finished run's config), compiles it,
+runs it `STEPS` times untimed-then-timed and once more under `jax.profiler.trace`
+(`train.op_profile`), and records: wall milliseconds per step (untraced), kernels per step,
+kernel time per step and per kernel, the timed matmuls' share, XLA's FLOPs per replica step
+(`steps.flops_per_call`), and the largest kernel groups. The numbers are of this machine, at
+the moment the analysis ran (named: the CPU and its core count), not of the runs.
+
+Writes the data into the study dir as `step_profile.json` and returns its markdown, rendered
+from that JSON (`render`), which links the JSON so it is exported beside the page.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import jax
+import ml_collections
+
+from transformer_jax.studies import provenance
+from transformer_jax.studies.analysis.restore import finished_run_dirs
+from transformer_jax.studies.markdown import markdown_table
+from transformer_jax.train import op_profile, steps
+from transformer_jax.train.init import init_states
+from transformer_jax.train.run import build_run
+
+FILE = "step_profile.json"
+STEPS, WARMUP = 50, 5  # timed (and traced) steps per variant, after WARMUP untimed ones
+TOP = 4  # kernel groups shown per variant
+
+
+def variant_programs(run_dirs: dict[int, Path]) -> tuple[Callable, str, float]:
+    """(one call of the variant's train step, its compiled HLO text, XLA's FLOPs per replica
+    step) for its seeds' runs, on the first step's batches, with fresh parameters."""
+    configs = [ml_collections.ConfigDict(json.loads((d / "config.json").read_text()))
+               for _, d in sorted(run_dirs.items())]
+    runs = [build_run(c) for c in configs]
+    model, train = runs[0].model, runs[0].train
+    tx, schedule = steps.make_optimizer(train)
+    graphdef, state = init_states(model, tx, [r.seed for r in runs])
+    program = steps.make_train_step(graphdef, model, tx, schedule, replicas=True,
+                                    microbatches=train.microbatches)
+    batch = steps.stack_batches([r.dataset.train_batch(0, train.batch_size, model.arch.value)
+                                 for r in runs])
+    rngs = jax.random.split(jax.random.key(0), len(runs))
+    flops = steps.flops_per_call(program, state, batch, rngs)
+    compiled = program.lower(state, batch, rngs).compile()
+    held = {"state": state}
+
+    def step():  # the state is donated: each call takes the one the last returned
+        held["state"], metrics = compiled(held["state"], batch, rngs)
+        jax.block_until_ready((held["state"], metrics))
+
+    return step, compiled.as_text(), flops
+
+
+def profile_variants(root: Path, runs: dict, variants: Sequence[str]) -> dict[str, Any]:
+    """The profile of each of `variants` that has a finished run, and the machine, as data."""
+    dirs = finished_run_dirs(root, runs)
+    out: dict[str, Any] = {"cpu": provenance.parse_cpuinfo(provenance.read_cpuinfo())[0],
+                           "cpus": os.cpu_count(), "steps": STEPS, "variants": {}}
+    for variant in variants:
+        if variant not in dirs:
+            continue
+        step, hlo, flops = variant_programs(dirs[variant])
+        found = op_profile.profile(step, hlo, steps=STEPS, warmup=WARMUP)
+        out["variants"][variant] = {
+            "seeds": len(dirs[variant]), "flops_per_replica_step": flops,
+            "wall_ms": found["wall_ms"], "kernels": found["kernels"],
+            "kernel_ms": found["kernel_ms"], "matmul_ms": found["matmul_ms"],
+            "top": found["rows"][:TOP]}
+    return out
+
+
+def render(data: dict[str, Any]) -> str:
+    """The profile's markdown, from its JSON."""
+    found = data["variants"]
+    if not found:
+        return "### Where the step time goes\n\nNo finished run to profile.\n"
+    first = found[next(iter(found))]
+    rows = [(v, f"{p['wall_ms']:.2f}", f"{p['wall_ms'] / first['wall_ms']:.2f}",
+             f"{p['kernels']:.0f}", f"{p['kernel_ms']:.2f}",
+             f"{1e3 * p['kernel_ms'] / p['kernels']:.1f}",
+             f"{p['matmul_ms']:.2f}", f"{p['flops_per_replica_step']:.4g}",
+             f"{p['flops_per_replica_step'] / first['flops_per_replica_step']:.4f}")
+            for v, p in found.items()]
+    table = markdown_table(["variant", "wall ms / step", f"÷ {next(iter(found))}",
+                            "kernels / step", "kernel ms / step", "µs / kernel",
+                            "timed matmul ms", "FLOPs / replica step", "FLOPs ratio"], rows)
+    tops = [(v, f"{r['kind']} {r['op']} → {r['shape']}", f"{r['ms']:.3f}", f"{r['kernels']:.0f}")
+            for v, p in found.items() for r in p["top"]]
+    top = markdown_table(["variant", "kernel group (kind, op → output)", "ms / step",
+                          "kernels / step"], tops)
+    last = found[list(found)[-1]]
+    why = (f"{list(found)[-1]} against {next(iter(found))}: "
+           f"{last['wall_ms'] / first['wall_ms']:.2f}× the wall time for "
+           f"{last['flops_per_replica_step'] / first['flops_per_replica_step']:.4f}× the FLOPs; "
+           f"{last['kernels'] / first['kernels']:.2f}× the kernels per step "
+           f"({first['kernels']:.0f} → {last['kernels']:.0f}), each "
+           f"{last['kernel_ms'] * first['kernels'] / (first['kernel_ms'] * last['kernels']):.2f}× "
+           f"as long ({1e3 * first['kernel_ms'] / first['kernels']:.1f} → "
+           f"{1e3 * last['kernel_ms'] / last['kernels']:.1f} µs).")
+    return (f"### Where the step time goes\n\nThe train step of each variant as its runs ran "
+            f"it ({first['seeds']} seeds in one program), compiled and profiled on "
+            f"**{data['cpu']}** ({data['cpus']} CPUs, shared with whatever else ran then): "
+            f"wall time over {data['steps']} untraced steps, kernels from one "
+            f"`jax.profiler` trace of {data['steps']} more (kernel time summed over the "
+            f"threads that launched them; `train/op_profile.py`). FLOPs: XLA's count of one "
+            f"replica's step. Data: [{FILE}]({FILE}).\n\n{table}\n\n{why}\n\nLargest kernel groups:"
+            f"\n\n{top}\n")
+
+
+def make_analysis(variants: Sequence[str]) -> Callable[[Path, dict], str]:
+    """An analysis (root, runs) -> markdown that profiles `variants`' train steps."""
+    variants = tuple(variants)
+
+    def step_profile(root: Path, runs: dict) -> str:
+        data = profile_variants(Path(root), runs, variants)
+        (Path(root) / FILE).write_text(json.dumps(data, indent=1))
+        return render(data)
+
+    return step_profile
