@@ -106,6 +106,10 @@ def get_study(size: str) -> Study:
             "5690061: head importance by knock-out and its checks (h4: every head costs ≥ 0.05 "
             "accuracy) added after the first results (ba0f9f8: h1 0.616, h2 0.944, h4 0.921, h8 "
             "0.968; all three expectations held), before the run that judged them",
+            "2f67c5c: issue 51 item 4, h8's train-step FLOPs within 1 % of h1's (a new "
+            "expectation; counted before the run, 1.0048) and the step profile, added after the "
+            "results above (forward FLOPs h8/h1 1.005, step time h4/h1 2.28 had been seen), "
+            "before the run that judged them",
         ),
         claim="One attention head is a bottleneck (one notion of relevance at a time); more "
               "heads at the same d_model learn several relations at once at the same cost.",
