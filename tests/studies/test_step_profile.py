@@ -19,10 +19,10 @@ def test_render_names_the_cpu_and_explains_in_ratios():
     text = step_profile.render(data)
     assert "**AMD EPYC** (2 CPUs" in text and f"]({step_profile.FILE})" in text
     # wall 10/4, kernels 200/100, per kernel (8/200)/(2/100) = 2: µs 20 → 40
-    assert ("h8 against h1: 2.50× the wall time for 1.0050× the FLOPs and 4.00× the kernel "
-            "time; 2.00× the kernels per step (100 → 200), each 2.00× as long (20.0 → 40.0 µs).")\
+    assert ("h8 against h1: 2.50× the wall time (fastest rounds: 3.00×) for 1.0050× the FLOPs "
+            "and 4.00× the kernel time; 2.00× the kernels per step (100 → 200), each 2.00× as long (20.0 → 40.0 µs).")\
         in text
-    assert "| h8 | 10.00 (9.0–12.0) | 2.50 | 200 | 8.00 | 40.0 |" in text
+    assert "| h8 | 10.00 (9.0–12.0) | 2.50 | 3.00 | 200 | 8.00 | 40.0 |" in text
     assert "| h1 | matmul dot_general → f32[8,8] | 0.250 | 2 |" in text
 
 

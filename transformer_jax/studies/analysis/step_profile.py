@@ -104,7 +104,9 @@ def explanation(found: dict[str, Any]) -> str:
     flops = last["flops_per_replica_step"] / first["flops_per_replica_step"]
     per_kernel = [1e3 * p["kernel_ms"] / p["kernels"] for p in (first, last)]
     wall, kernel_time = (last[k] / first[k] for k in ("wall_ms", "kernel_ms"))
-    return (f"{b} against {a}: {wall:.2f}× the wall time for {flops:.4f}× the FLOPs and "
+    fastest = min(last["wall_ms_rounds"]) / min(first["wall_ms_rounds"])
+    return (f"{b} against {a}: {wall:.2f}× the wall time (fastest rounds: {fastest:.2f}×) for "
+            f"{flops:.4f}× the FLOPs and "
             f"{kernel_time:.2f}× the kernel time; "
             f"{last['kernels'] / first['kernels']:.2f}× the kernels per step "
             f"({first['kernels']:.0f} → {last['kernels']:.0f}), each "
@@ -117,15 +119,18 @@ def render(data: dict[str, Any]) -> str:
     found = data["variants"]
     if not found:
         return "### Where the step time goes\n\nNo finished run to profile.\n"
-    first = found[next(iter(found))]
-    rows = [(v, f"{p['wall_ms']:.2f} ({min(p['wall_ms_rounds']):.1f}–"
-                f"{max(p['wall_ms_rounds']):.1f})", f"{p['wall_ms'] / first['wall_ms']:.2f}",
+    name = next(iter(found))
+    first = found[name]
+    fastest = {v: min(p["wall_ms_rounds"]) for v, p in found.items()}
+    rows = [(v, f"{p['wall_ms']:.2f} ({fastest[v]:.1f}–{max(p['wall_ms_rounds']):.1f})",
+             f"{p['wall_ms'] / first['wall_ms']:.2f}", f"{fastest[v] / fastest[name]:.2f}",
              f"{p['kernels']:.0f}", f"{p['kernel_ms']:.2f}",
              f"{1e3 * p['kernel_ms'] / p['kernels']:.1f}",
              f"{p['matmul_ms']:.2f}", f"{p['flops_per_replica_step']:.4g}",
              f"{p['flops_per_replica_step'] / first['flops_per_replica_step']:.4f}")
             for v, p in found.items()]
-    table = markdown_table(["variant", "wall ms / step (rounds' range)", f"÷ {next(iter(found))}",
+    table = markdown_table(["variant", "wall ms / step (rounds' range)", f"÷ {name}",
+                            f"fastest round ÷ {name}'s",
                             "kernels / step", "kernel ms / step", "µs / kernel",
                             "timed matmul ms", "FLOPs / replica step", "FLOPs ratio"], rows)
     tops = [(v, f"{r['kind']} {r['op']} → {r['shape']}", f"{r['ms']:.3f}", f"{r['kernels']:.0f}")
