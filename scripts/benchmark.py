@@ -359,7 +359,8 @@ def _ops(args) -> int:
     """Traces one step of `args.name` (one step per call): its kernel table and a JSON line."""
     import jax
 
-    from bench import measure, op_profile, setups
+    from bench import measure, setups
+    from transformer_jax.train import op_profile
 
     size = SIZES["smoke" if args.smoke else "full"]
     if args.name == "charlm":

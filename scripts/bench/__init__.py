@@ -6,7 +6,7 @@
 - `profiling`: the charlm trainer's adopted defaults (k steps per call, microbatches), PyTorch
   and XLA:CPU's options against one step per call; one worker process per variant, measured in
   turns.
-- `op_profile`: one traced step, kernel by kernel (`ops`); `gemm`: the models' matmul shapes
+- `ops` (transformer_jax.train.op_profile): one traced step, kernel by kernel; `gemm`: the models' matmul shapes
   in each XLA:CPU dot backend against PyTorch and NumPy (`gemm`).
 - `accelerator`: the GPU/TPU checks and timings of `scripts/accelerator_check.py`.
 - `multistep`: S seeds in one vmapped program (k steps per call are in `steps`).

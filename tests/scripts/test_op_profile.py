@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from bench import op_profile
+from transformer_jax.train import op_profile
 
 from helpers_train import BACKGROUND_RUNS
 

@@ -90,7 +90,7 @@ def test_tensorboard_readback(tiny_run):
     scalars = summaries.read_scalars(str(workdir))
     expected = {f"train/{k}" for k in ("loss", "accuracy", "learning_rate", "grad_norm",
                                        "param_norm", "update_norm", "max_abs_logit",
-                                       "steps_per_sec")}
+                                       "steps_per_sec", "flops_per_step")}
     expected |= {"layers/grad_norm/layer_00", "layers/grad_norm/layer_01",
                  "layers/qk_grad_norm/layer_00", "layers/qk_grad_norm/layer_01",
                  "layers/grad_norm_ratio", "eval/loss", "eval/accuracy", bits}
@@ -112,6 +112,7 @@ def test_tensorboard_readback(tiny_run):
     # the last layer's RMS under its own name is layer 01's (this model has 2 layers)
     assert scalars["layers/residual_rms_last_layer"] == scalars["layers/residual_rms/layer_01"]
     assert all(math.isfinite(v) for points in scalars.values() for _, v in points)
+    assert len({v for _, v in scalars["train/flops_per_step"]}) == 1  # one program, one count
     for _, value in scalars["attention/entropy/layer_00"] + scalars["attention/entropy/layer_01"]:
         assert 0.0 <= value <= 1.0
     # bits = loss / ln 2, on the same evaluation

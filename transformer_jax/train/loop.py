@@ -14,6 +14,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -101,6 +102,10 @@ class Training:
     state: Any  # params, opt_state, step; leading replica axis
     done: int
     calls: int = 0
+    # One replica's FLOPs per step, XLA's count of the one-step program (steps.flops_per_call),
+    # logged as train/flops_per_step: nan until a one-step call has run (train.steps_per_call > 1
+    # calls it only where a log, eval or checkpoint step falls between k-step calls)
+    flops_per_step: float = math.nan
 
     @property
     def live(self) -> list[int]:
@@ -290,6 +295,8 @@ def _step(t: Training) -> list[dict[str, np.ndarray]]:
         batch = jax.tree.map(lambda x: x[0], batch)  # [R, B, ...]: no step axis
     if t.mesh is not None:
         batch = parallel.shard_batch(batch, t.mesh, axis=batch_axis)
+    if k == 1 and math.isnan(t.flops_per_step):  # the lowering the call below compiles
+        t.flops_per_step = steps.flops_per_call(call, t.state, batch, t.dropout_rngs)
     t.state, metrics = call(t.state, batch, t.dropout_rngs)
     metrics = jax.device_get(metrics)
     if k == 1:
@@ -334,6 +341,8 @@ def _log(t: Training, metrics: dict[str, np.ndarray]) -> None:
         r = t.replicas[j]
         r.last_finite = _train_scalars(_replica_metrics(metrics, j))
         r.last_finite["train/steps_per_sec"] = t.progress.rate
+        if not math.isnan(t.flops_per_step):
+            r.last_finite["train/flops_per_step"] = t.flops_per_step
         r.writer.scalars(t.done, r.last_finite)
 
 

@@ -340,6 +340,18 @@ def next_call_size(step: int, stop: int, k: int, boundaries) -> int:
     return k
 
 
+def flops_per_call(program: Callable, *args: Any) -> float:
+    """XLA's count of the floating-point operations in one call of the jitted `program` on
+    `args` (its cost analysis of the lowered program, before optimization; nan where the
+    backend gives none). Lowering is cached: the call that follows compiles this very lowering,
+    so counting costs the analysis alone. A replicated step (`over_replicas`) maps over the
+    replicas in a loop whose body XLA counts once: its count is one replica's step
+    (tests/train/test_step_flops.py holds both to a hand count)."""
+    cost = program.lower(*args).cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    return float((cost or {}).get("flops", math.nan))
+
+
 def make_eval_step(graphdef: nnx.GraphDef, model_cfg: ModelConfig, *, replicas: bool = False):
     """params, batch -> summed metrics (weighted sums, so batches of any fill add up exactly).
 

@@ -1,4 +1,5 @@
-"""Where a compiled train step's time goes, kernel by kernel: `scripts/benchmark.py ops NAME`.
+"""Where a compiled train step's time goes, kernel by kernel: `scripts/benchmark.py ops NAME`, and
+the `heads` study's step profile (studies/analysis/step_profile.py).
 
 Runs the step `steps` times under `jax.profiler.trace`, reads the Perfetto trace it writes, and
 joins every kernel event to its instruction in the compiled program's HLO: output shape, the
