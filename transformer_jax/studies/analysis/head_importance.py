@@ -55,7 +55,8 @@ def knockout_masks(num_layers: int, num_heads: int) -> np.ndarray:
 
 
 def make_knockout_eval(graphdef: nnx.GraphDef, restored: Restored) -> Callable:
-    """(params [S, ...], batch, masks [M, L, H]) -> weighted metric sums [S, M] (one program)."""
+    """(params [S, ...], batch, masks [S, M, L, H]) -> weighted metric sums [S, M] (one
+    program): each seed under its own masks."""
     head = restored.run.model.head
 
     def sums(params, batch, head_mask):
@@ -65,17 +66,27 @@ def make_knockout_eval(graphdef: nnx.GraphDef, restored: Restored) -> Callable:
         return steps.weighted_sums(metrics, batch)
 
     over_masks = jax.vmap(sums, in_axes=(None, None, 0))
-    return jax.jit(jax.vmap(over_masks, in_axes=(0, None, None)))
+    return jax.jit(jax.vmap(over_masks, in_axes=(0, None, 0)))
 
 
 def knockout_values(restored: Restored, metric: str = "accuracy",
                     max_examples: int = MAX_EXAMPLES) -> np.ndarray:
     """[seeds, 1 + L·H]: the metric on the eval split with every head, then with each knocked out."""
+    cfg = restored.run.model
+    masks = knockout_masks(cfg.num_layers, cfg.num_heads)
+    return masked_values(restored, np.broadcast_to(masks, (len(restored.seeds),) + masks.shape),
+                         metric, max_examples)
+
+
+def masked_values(restored: Restored, masks: np.ndarray, metric: str = "accuracy",
+                  max_examples: int = MAX_EXAMPLES) -> np.ndarray:
+    """masks [S, M, L, H] (1 keeps a head, 0 knocks it out; seed i's under masks[i]) -> [S, M]:
+    the metric on the eval split's first `max_examples` examples under each mask."""
     if metric not in METRICS:
         raise ValueError(f"metric={metric!r} is not one of: {', '.join(METRICS)}")
     cfg = restored.run.model
-    masks = jnp.asarray(knockout_masks(cfg.num_layers, cfg.num_heads))
     evaluate = make_knockout_eval(restored.graphdef, restored)
+    masks = jnp.asarray(masks, jnp.float32)
     total: Optional[dict] = None
     seen = 0
     for batch in restored.run.dataset.eval_batches(BATCH, cfg.arch.value):
