@@ -42,6 +42,9 @@ from transformer_jax.train.figures import file_pyplot
 CSV_FILE, PLOT_FILE = "head_importance.csv", "head_importance.png"
 MAX_EXAMPLES = 1024  # eval examples scored per knock-out (the eval split's first ones)
 BATCH = 256
+# masks evaluated in one program: each holds the batch's activations (induction's 35 masks × 5
+# seeds at once held 8 GB)
+MASKS_AT_ONCE = 8
 SMALL = 0.01  # a head whose knock-out costs less than this (in the metric's units) is "cheap"
 METRICS = ("accuracy", "loss")  # what a drop can be measured in (loss: a rise is a drop)
 
@@ -93,7 +96,9 @@ def masked_values(restored: Restored, masks: np.ndarray, metric: str = "accuracy
         if seen >= max_examples:
             break
         seen += len(batch["inputs"])
-        out = jax.device_get(evaluate(restored.params, batch, masks))
+        parts = [jax.device_get(evaluate(restored.params, batch, masks[:, i:i + MASKS_AT_ONCE]))
+                 for i in range(0, masks.shape[1], MASKS_AT_ONCE)]
+        out = {k: np.concatenate([p[k] for p in parts], axis=1) for k in parts[0]}
         total = out if total is None else {k: total[k] + out[k] for k in total}
     if total is None:
         raise ValueError("the eval split is empty: no examples to knock heads out on")
