@@ -11,10 +11,22 @@ pooling the model then cannot tell a sequence from its reverse, and `order` asks
 (A before B, or B before A). It breaks permutation equivariance (see the probe) but not this
 mirror symmetry, so it is expected at chance here. (Found by this study's first run, then
 explained; bidirectional ALiBi variants use different slopes per direction for this reason.)
+
+Added after the first results (issue 51, item 5; named in `amendments`): the step-0 probe,
+judged. Each encoder run's model at initialization (its config with a token head, params from
+its seed; analysis/permutation.py), 4 random sequences of 12 tokens with their positions
+permuted: the gap max |f(P·x) − P·f(x)| over the logits. Without positions every operation is
+per token or a sum over keys, which the permutation only reorders: the gap is float32 rounding.
+A reordered sum of n terms differs by at most about n·ε of its terms' magnitude (ε = 1.2e-7;
+n = 12 keys, or 256 units of d_ff in a matmul whose order XLA may change), through two layers
+and the output head on logits of order 1 to 10: ~1e-5 at worst, so ≤ 1e-4 (the probe's table,
+seen before this was written, showed 1.2e-6 on a tiny encoder). With any positional scheme a
+token's vector changes with its place by as much as the token's own (unit variance), so the
+logits move by O(1): ≥ 0.1, a thousand times the tolerance (the same table showed 0.88-3.5).
 """
 from pathlib import Path
 
-from transformer_jax.studies.analysis import probes
+from transformer_jax.studies.analysis import permutation, probes
 from transformer_jax.config import Position
 from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
                                            study_schedule)
@@ -27,6 +39,7 @@ SIZES = {
 }
 SCHEMES = ("none", "sinusoidal", "learned", "rotary", "alibi")
 ABSOLUTE_OR_ROTARY = ("sinusoidal", "learned", "rotary")
+EQUIVARIANT_WITHIN, NOT_EQUIVARIANT_BY = 1e-4, 0.1  # the permutation gap's bounds (docstring)
 
 
 def get_study(size: str) -> Study:
@@ -50,6 +63,11 @@ def get_study(size: str) -> Study:
             " on the whole eval split), so the design moved after the first results (14a4eba: all"
             " held: encoder none 0.49, sinusoidal, learned and rotary 1.00, ALiBi 0.49; decoder "
             "none 0.77 vs rotary 0.80)",
+            "971b278: five expectations added after the results (issue 51, item 5): the step-0 "
+            "permutation probe judged per encoder run, max |f(P·x) − P·f(x)| ≤ 1e-4 without "
+            "positions and ≥ 0.1 with each scheme; no threshold moved. The probe's table had "
+            "shown 1.2e-6 and 0.88-3.5 on a tiny encoder, and the six accuracy expectations had "
+            "held (14a4eba and later runs)",
         ),
         claim="Without positional encoding, attention cannot tell 'dog bites man' from "
               "'man bites dog' (in a bidirectional encoder).",
@@ -69,7 +87,16 @@ def get_study(size: str) -> Study:
             Expectation("causal decoder without positions within 10 % of rotary (accuracy)",
                         "eval/accuracy", "decoder_none", Comparison.WITHIN, 0.10,
                         b="decoder_rotary"),
+            Expectation(f"encoder without positions at initialization: permuting the input "
+                        f"permutes the output, max |f(P·x) − P·f(x)| ≤ {EQUIVARIANT_WITHIN:g} "
+                        f"(float32 rounding)", permutation.METRIC, "encoder_none",
+                        Comparison.AT_MOST, EQUIVARIANT_WITHIN),
+            *(Expectation(f"encoder with {p} at initialization is not permutation-equivariant: "
+                          f"max |f(P·x) − P·f(x)| ≥ {NOT_EQUIVARIANT_BY:g}", permutation.METRIC,
+                          f"encoder_{p}", Comparison.AT_LEAST, NOT_EQUIVARIANT_BY)
+              for p in SCHEMES if p != "none"),
         ),
+        analyses=(permutation.make_analysis(),),
         probes=write_probes,
     )
 

@@ -62,8 +62,14 @@ def test_every_analysis_on_a_tiny_finished_study(tmp_path):
     assert sweep.run_study(study, str(root))
     verdict = (root / "verdict.md").read_text()
     for section in ("### What the heads learned", "### Which heads the model uses (knock-out)",
+                    "### Groups of heads knocked out together",
                     "### When the induction head forms", "### The two heads on one sequence"):
         assert section in verdict
+    # the group knock-outs are per-seed values in summary.csv, which the verdicts judge
+    summary = (root / "summary.csv").read_text().splitlines()
+    for name in ("prefix_matchers", "previous_token"):
+        assert f"knockout/{name}/random_share" in summary[0]
+        assert f"without {'layer 1' if name == 'prefix_matchers' else 'layer 0'}" in verdict
     assert "L2: the most important head is layer 1's best prefix matcher" in verdict
     for name in (head_roles.PLOT_FILE, head_importance.PLOT_FILE, "induction_heads.png"):
         assert (root / name).stat().st_size > 0

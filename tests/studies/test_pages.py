@@ -390,3 +390,12 @@ def test_export_copies_a_sweeps_results_with_their_links_renamed(tmp_path, capsy
     assert pages.main([f"--results={results}", "--readme=", f"--export={tmp_path}"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and f"holds no study's {record.FILE}" in err
+
+
+def test_a_bar_inside_a_cell_does_not_split_it():
+    """An expectation about |f(P·x) − P·f(x)| keeps its row's cells (positions' did not)."""
+    from transformer_jax.studies import verdict_text
+    from transformer_jax.studies.markdown import markdown_table
+    for line in (verdict_text.table(["expected", "verdict"], [["max |f(x)| ≤ 1", "holds"]])[2],
+                 markdown_table(["max |f(x)|", "n"], [("a|b", 1.0)]).splitlines()[0]):
+        assert line.replace("\\|", "").count("|") == 3, line

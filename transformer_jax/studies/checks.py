@@ -5,7 +5,7 @@ the page renders it as a table row and the index counts the checks that pass."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 PASS, FAIL, MIXED, NO_RUN = "PASS", "FAIL", "MIXED", "no finished run"
 
@@ -50,9 +50,13 @@ def judged(check: Check, per_seed: Sequence[tuple]) -> CheckResult:
 @dataclasses.dataclass(frozen=True)
 class Section:
     """What one analysis adds to a study's record: its markdown (tables, figure links), kept
-    verbatim, and its checks' results as data."""
+    verbatim, and its checks' results as data. `values`: what it measured of each run, metric
+    -> (variant, seed) -> value; the report counts each as that run's final value of the
+    metric (summary.csv), so an expectation can judge it like any logged metric."""
     markdown: str
     checks: tuple[CheckResult, ...] = ()
+    values: Mapping[str, Mapping[tuple[str, int], float]] = dataclasses.field(
+        default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"markdown": self.markdown, "checks": [c.to_json() for c in self.checks]}

@@ -47,14 +47,31 @@ def final_value(run: dict[str, Any], metric: str) -> float:
 
 def write_report(study: Study, root: Path) -> None:
     runs = collect(study, root)
+    sections = [as_section(f(root, runs)) for f in study.analyses]
+    measured = add_measured(runs, sections)
     plot_curves(study, runs, root / "curves.png")
     board.write_comparison(study, root, runs)
-    _write_csv(_rows(study, runs), root / "summary.csv")
-    sections = [as_section(f(root, runs)) for f in study.analyses]
+    _write_csv(_rows(study, runs, measured), root / "summary.csv")
     record = study_record(study, runs, study.probe_markdown(root), sections)
     record_lib.write(root / record_lib.FILE, record)
     (root / "summary.md").write_text(verdict_text.summary_markdown(record))
     (root / "verdict.md").write_text(verdict_text.verdict_markdown(record))
+
+
+def add_measured(runs, sections: Sequence[Section]) -> list[str]:
+    """Each analysis's per-run values (`Section.values`) added to `runs` as that run's curve of
+    the metric: one point, at the run's last step, so its final value is the value (and a
+    diverged run's is nan, as for any metric). Returns the metrics added."""
+    added = []
+    for section in sections:
+        for metric, per_run in section.values.items():
+            if metric in added:
+                raise ValueError(f"two analyses measured {metric!r}: name each metric once")
+            added.append(metric)
+            for key, value in per_run.items():
+                run = runs[key]
+                run["curves"][metric] = [(run["status"].get("step", 0), float(value))]
+    return added
 
 
 def study_record(study: Study, runs, probes: str = "",
@@ -120,12 +137,14 @@ def judged_values(study: Study, runs, e: Expectation) -> dict[str, dict[int, flo
     return final_values(study, runs, e.metric, e.at_step)
 
 
-def _rows(study: Study, runs) -> list[dict[str, Any]]:
+def _rows(study: Study, runs, measured: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """summary.csv's rows: each run's final value of the study's metrics and of what the
+    analyses measured of it (`measured`), which rejudge.py reads back."""
     rows = []
     for (variant, seed), run in runs.items():
         row = {"variant": variant, "seed": seed, "state": run["status"].get("state", "missing"),
                "steps": run["status"].get("step", 0)}
-        row.update({m: final_value(run, m) for m in study.metrics})
+        row.update({m: final_value(run, m) for m in dict.fromkeys([*study.metrics, *measured])})
         rows.append(row)
     return rows
 

@@ -6,6 +6,7 @@ from typing import Any, Optional
 
 from transformer_jax.studies import bounds, convergence
 from transformer_jax.studies.checks import PASS, CheckResult, Section
+from transformer_jax.studies.markdown import cell
 from transformer_jax.studies.study import RATES, Comparison, Measure
 
 VERDICT_HEADER = ["expected", "per-seed values", "effect", "95 % interval", "threshold", "verdict"]
@@ -14,8 +15,8 @@ TUNING_TITLE = "## Tuned arms"
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(r) + " |" for r in rows)]
+    return ["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(map(cell, r)) + " |" for r in rows)]
 
 
 def expectation_cells(row: dict[str, Any], flat_window: float = convergence.FLAT_WINDOW

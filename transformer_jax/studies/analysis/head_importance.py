@@ -42,6 +42,9 @@ from transformer_jax.train.figures import file_pyplot
 CSV_FILE, PLOT_FILE = "head_importance.csv", "head_importance.png"
 MAX_EXAMPLES = 1024  # eval examples scored per knock-out (the eval split's first ones)
 BATCH = 256
+# masks evaluated in one program: each holds the batch's activations (induction's 35 masks × 5
+# seeds at once held 8 GB)
+MASKS_AT_ONCE = 8
 SMALL = 0.01  # a head whose knock-out costs less than this (in the metric's units) is "cheap"
 METRICS = ("accuracy", "loss")  # what a drop can be measured in (loss: a rise is a drop)
 
@@ -55,7 +58,8 @@ def knockout_masks(num_layers: int, num_heads: int) -> np.ndarray:
 
 
 def make_knockout_eval(graphdef: nnx.GraphDef, restored: Restored) -> Callable:
-    """(params [S, ...], batch, masks [M, L, H]) -> weighted metric sums [S, M] (one program)."""
+    """(params [S, ...], batch, masks [S, M, L, H]) -> weighted metric sums [S, M] (one
+    program): each seed under its own masks."""
     head = restored.run.model.head
 
     def sums(params, batch, head_mask):
@@ -65,24 +69,36 @@ def make_knockout_eval(graphdef: nnx.GraphDef, restored: Restored) -> Callable:
         return steps.weighted_sums(metrics, batch)
 
     over_masks = jax.vmap(sums, in_axes=(None, None, 0))
-    return jax.jit(jax.vmap(over_masks, in_axes=(0, None, None)))
+    return jax.jit(jax.vmap(over_masks, in_axes=(0, None, 0)))
 
 
 def knockout_values(restored: Restored, metric: str = "accuracy",
                     max_examples: int = MAX_EXAMPLES) -> np.ndarray:
     """[seeds, 1 + L·H]: the metric on the eval split with every head, then with each knocked out."""
+    cfg = restored.run.model
+    masks = knockout_masks(cfg.num_layers, cfg.num_heads)
+    return masked_values(restored, np.broadcast_to(masks, (len(restored.seeds),) + masks.shape),
+                         metric, max_examples)
+
+
+def masked_values(restored: Restored, masks: np.ndarray, metric: str = "accuracy",
+                  max_examples: int = MAX_EXAMPLES) -> np.ndarray:
+    """masks [S, M, L, H] (1 keeps a head, 0 knocks it out; seed i's under masks[i]) -> [S, M]:
+    the metric on the eval split's first `max_examples` examples under each mask."""
     if metric not in METRICS:
         raise ValueError(f"metric={metric!r} is not one of: {', '.join(METRICS)}")
     cfg = restored.run.model
-    masks = jnp.asarray(knockout_masks(cfg.num_layers, cfg.num_heads))
     evaluate = make_knockout_eval(restored.graphdef, restored)
+    masks = jnp.asarray(masks, jnp.float32)
     total: Optional[dict] = None
     seen = 0
     for batch in restored.run.dataset.eval_batches(BATCH, cfg.arch.value):
         if seen >= max_examples:
             break
         seen += len(batch["inputs"])
-        out = jax.device_get(evaluate(restored.params, batch, masks))
+        parts = [jax.device_get(evaluate(restored.params, batch, masks[:, i:i + MASKS_AT_ONCE]))
+                 for i in range(0, masks.shape[1], MASKS_AT_ONCE)]
+        out = {k: np.concatenate([p[k] for p in parts], axis=1) for k in parts[0]}
         total = out if total is None else {k: total[k] + out[k] for k in total}
     if total is None:
         raise ValueError("the eval split is empty: no examples to knock heads out on")
