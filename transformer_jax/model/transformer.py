@@ -64,6 +64,12 @@ class StackedBlocks(nnx.Module):
         self.blocks = nnx.vmap(lambda key: Block(cfg, rngs=nnx.Rngs(params=key)))(layer_keys)
         self.num_layers = cfg.num_layers
 
+    def block(self, layer: int) -> Block:
+        """Layer `layer`'s Block, holding its slice of the stacked parameters (a trace or an
+        analysis that runs the layers one at a time)."""
+        graphdef, stacked = nnx.split(self.blocks)
+        return nnx.merge(graphdef, jax.tree.map(lambda a: a[layer], stacked))
+
     def __call__(self, x: Array, *, key: Optional[Array] = None, probe: bool = False,
                  head_mask: Optional[Array] = None, **kwargs
                  ) -> tuple[Array, Optional[AttentionProbe]]:
