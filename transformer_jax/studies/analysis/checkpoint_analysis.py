@@ -33,11 +33,13 @@ def make_analysis(threshold: float, layers: int) -> Callable[[Path, dict], Secti
         found = json.loads((Path(root) / ROLES_FILE).read_text())
         scores = np.asarray(found["scores"])  # [L, H, roles]
         results = [judged(c, [(float(scores[..., r].max()),)]) for r, c in enumerate(checks)]
-        text = [f"### Heads by role (Clark et al. 2019)", "",
+        text = ["### Heads by role (Clark et al. 2019)", "",
                 f"Average attention mass of each head on each role's target over "
                 f"{found['sentences']} sentences (every real query; previous/next: the queries "
                 "that have one).", "", role_table(scores, found["groups"], threshold), "",
-                f"![heads by role]({MAP_FILE})", "", *checks_table("check", results), "",
+                f"![heads by role]({MAP_FILE})", "", f"Every head's scores and each role's "
+                f"knock-out group: [{ROLES_FILE}]({ROLES_FILE}).", "",
+                *checks_table("check", results), "",
                 "### Attention entropy by layer, with and without ÷√d_k", "",
                 by_layer(runs, layers, {"intact": "attention_entropy/layer_{}",
                                         "no_scale": "attention_entropy/layer_{}"}, "nats"), "",
