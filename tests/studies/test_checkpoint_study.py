@@ -135,3 +135,24 @@ def test_evaluate_refuses_a_training_study_in_one_line(tmp_path, capsys):
     assert evaluate_lib.main([f"--experiment={REPO / 'experiments/scaling.py'}",
                               f"--workdir={tmp_path}", "--size=tiny"]) == 2
     assert "trains its runs" in capsys.readouterr().err
+
+
+def test_measurements_are_kept_and_read_back_for_the_same_design_only(tmp_path):
+    study = load_study(EXPERIMENT, "tiny")
+    runs = {(v, s): checkpoint_claims.as_run({"embedding_distance": 0.1 * s + 0.5})
+            for v, s in study.runs()}
+    path = tmp_path / evaluate_lib.MEASURED
+    evaluate_lib.write_measured(path, study, runs)
+    assert evaluate_lib.read_measured(path, study) == runs
+    fewer = dataclasses.replace(study, seeds=study.seeds[:-1])  # another design: measure again
+    assert evaluate_lib.read_measured(path, fewer) is None
+
+
+def test_attention_entropy_is_the_mean_over_heads_and_real_queries():
+    from transformer_jax.studies.analysis.checkpoint_probe import attention_entropy
+    weights = np.zeros((1, 1, 3, 4, 4))  # 3 heads, 3 real tokens and one padded
+    weights[..., :3] = 1 / 3  # heads 0 and 1: uniform over the 3 real keys
+    weights[0, 0, 2, :, :] = 0.0
+    weights[0, 0, 2, :, 0] = 1.0  # head 2: all on the first token
+    mask = np.array([[1, 1, 1, 0]], bool)
+    assert attention_entropy(weights, mask)[0, 0] == pytest.approx(2 / 3 * np.log(3))

@@ -139,6 +139,6 @@ def attention_entropy(weights: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """weights [L, B, H, T, T], mask [B, T] -> [L, B]: the entropy (nats) of each real query's
     weights, averaged over heads and real queries."""
     w = np.clip(weights, 1e-30, 1.0)
-    per_query = -np.sum(weights * np.log(w), axis=-1)  # [L, B, H, T]
-    m = mask[None, :, None, :].astype(np.float64)
-    return np.sum(per_query * m, axis=(2, 3)) / np.sum(m, axis=(2, 3))
+    per_query = -np.sum(weights * np.log(w), axis=-1).mean(axis=2)  # [L, B, T]: mean over heads
+    m = mask[None].astype(np.float64)  # [1, B, T]
+    return np.sum(per_query * m, axis=-1) / np.sum(m, axis=-1)
