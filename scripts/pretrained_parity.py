@@ -33,7 +33,7 @@ def measure() -> dict:
     import torch
     from transformers import BertModel
 
-    sys.path.insert(0, str(REPO / "tests" / "model"))
+    sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "model")]  # its conftest too
     from test_pretrained import PARITY, TEXTS  # the test's sentences and tolerance
     from transformer_jax.model.pretrained import load_bert, mean_pool, packaged_checkpoint, tokenize
 
