@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
@@ -20,8 +21,7 @@ from transformer_jax.studies.analysis import checkpoint_claims, checkpoint_roles
 from transformer_jax.studies.analysis.checkpoint_probe import Ablation, cosine_distance, pad_batch
 from transformer_jax.studies.study import load_study
 
-from test_pages import REPO
-
+REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "experiments" / "pretrained_claims.py"
 ROWS, LENGTH = 4, 16  # one shape: one compiled program per kind of block
 
@@ -156,3 +156,13 @@ def test_attention_entropy_is_the_mean_over_heads_and_real_queries():
     weights[0, 0, 2, :, 0] = 1.0  # head 2: all on the first token
     mask = np.array([[1, 1, 1, 0]], bool)
     assert attention_entropy(weights, mask)[0, 0] == pytest.approx(2 / 3 * np.log(3))
+
+
+def test_a_missing_text_is_one_line_before_anything_loads(tmp_path, capsys, monkeypatch):
+    missing = tmp_path / "no_such_text.txt"
+    monkeypatch.setenv("TJ_SHAKESPEARE", "")  # restored after main's --text_path sets it
+    assert evaluate_lib.main([f"--experiment={EXPERIMENT}", f"--workdir={tmp_path / 'run'}",
+                              "--size=tiny", f"--text_path={missing}"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: data.text_path='{missing}' is not a file")
+    assert len(error.strip().splitlines()) == 1

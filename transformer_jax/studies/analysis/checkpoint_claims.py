@@ -115,8 +115,9 @@ def evaluate(study, root: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """Every variant on every unit, as `report.collect`'s runs (see the module docstring)."""
     base, units = study.base, len(study.seeds)
     e = base.evaluation
+    text = read_text(base.data.text_path)  # a missing text stops before the model loads
     runner = Runner(base.data.data_dir, e.batch_rows, e.max_tokens)
-    found = [s for s in roles_lib.sentences(read_text(base.data.text_path)) if runner.fits(s)]
+    found = [s for s in roles_lib.sentences(text) if runner.fits(s)]
     if len(found) < e.role_sentences + units:
         raise PretrainedError(f"data.text_path={base.data.text_path!r} has {len(found)} "
                               f"sentences of ≤ {e.max_tokens} tokens; the study needs "
