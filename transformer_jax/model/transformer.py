@@ -64,6 +64,12 @@ class StackedBlocks(nnx.Module):
         self.blocks = nnx.vmap(lambda key: Block(cfg, rngs=nnx.Rngs(params=key)))(layer_keys)
         self.num_layers = cfg.num_layers
 
+    def block(self, layer: int) -> Block:
+        """Layer `layer`'s Block, holding its slice of the stacked parameters (a trace or an
+        analysis that runs the layers one at a time)."""
+        graphdef, stacked = nnx.split(self.blocks)
+        return nnx.merge(graphdef, jax.tree.map(lambda a: a[layer], stacked))
+
     def __call__(self, x: Array, *, key: Optional[Array] = None, probe: bool = False,
                  head_mask: Optional[Array] = None, **kwargs
                  ) -> tuple[Array, Optional[AttentionProbe]]:
@@ -152,16 +158,7 @@ class Transformer(nnx.Module):
         batch, length = tokens.shape
         embed_key, layers_key = (None, None) if dropout_key is None else jax.random.split(dropout_key)
 
-        x = self.embed(tokens)  # [B, T, D]
-        x = x * cfg.d_model ** 0.5 if cfg.embed_scale else x  # the paper's √d_model; BERT: none
-        types = self.token_type_embedding(tokens, token_types)  # [B, T, D] or None
-        x = x if types is None else x + types
-        if cfg.position is Position.SINUSOIDAL:
-            x = x + pos.sinusoidal_table(length, cfg.d_model).astype(x.dtype)
-        elif cfg.position is Position.LEARNED:
-            x = x + self.positions(length).astype(x.dtype)
-        x = apply_norm(self.embed_norm, x, padding_mask)  # BERT's embedding LayerNorm
-        x = dropout(x, cfg.dropout, embed_key)
+        x = self.embeddings(tokens, padding_mask, token_types=token_types, dropout_key=embed_key)
 
         bias = pos.alibi_bias(cfg.num_heads, length, length) if cfg.position is Position.ALIBI else None
         rotate = (pos.rotary_qk_transform(length, cfg.head_dim)
@@ -185,6 +182,24 @@ class Transformer(nnx.Module):
             x = jnp.sum(x * weights[..., None], axis=1) / jnp.maximum(
                 jnp.sum(weights, axis=1, keepdims=True), 1.0)
         return self.head(x).astype(jnp.float32), probes, rms
+
+    def embeddings(self, tokens: Array, padding_mask: Optional[Array] = None, *,
+                   token_types: Optional[Array] = None, dropout_key: Optional[Array] = None
+                   ) -> Array:
+        """What the first block reads: token vectors (+ token types, + positions added to
+        them), BERT's embedding norm, dropout. tokens [B, T] -> [B, T, D]. Its own method so
+        that an analysis can run the blocks one at a time (studies/analysis/checkpoint_probe.py)."""
+        cfg, length = self.cfg, tokens.shape[1]
+        x = self.embed(tokens)  # [B, T, D]
+        x = x * cfg.d_model ** 0.5 if cfg.embed_scale else x  # the paper's √d_model; BERT: none
+        types = self.token_type_embedding(tokens, token_types)  # [B, T, D] or None
+        x = x if types is None else x + types
+        if cfg.position is Position.SINUSOIDAL:
+            x = x + pos.sinusoidal_table(length, cfg.d_model).astype(x.dtype)
+        elif cfg.position is Position.LEARNED:
+            x = x + self.positions(length).astype(x.dtype)
+        x = apply_norm(self.embed_norm, x, padding_mask)  # BERT's embedding LayerNorm
+        return dropout(x, cfg.dropout, dropout_key)
 
     def token_type_embedding(self, tokens: Array, token_types: Optional[Array]
                              ) -> Optional[Array]:

@@ -28,14 +28,16 @@ def order_key(suite: str, stem: str) -> tuple[bool, str, int, str]:
 
 def select_studies(directory: Path, size: str, suite: str = "main"
                    ) -> list[tuple[Study, Path]]:
-    """The studies of `directory` in `suite` ('all': every one), in `order_key` order."""
+    """The studies of `directory` in `suite` ('all': every one), in `order_key` order; not the
+    evaluation-only ones (`Study.evaluate`: nothing to train, `studies.evaluate` runs them)."""
     check_suite(suite)
     files = list(Path(directory).glob("[!_]*.py"))
     if not files:
         raise ConfigError(f"--experiment={str(directory)!r} holds no experiment files")
     studies = sorted(((loading.load_study(path, size), path) for path in files),
                      key=lambda sp: order_key(sp[0].suite, sp[1].stem))
-    chosen = [(s, p) for s, p in studies if suite == "all" or s.suite == suite]
+    chosen = [(s, p) for s, p in studies
+              if s.evaluate is None and (suite == "all" or s.suite == suite)]
     if not chosen:
         found = sorted({s.suite for s, _ in studies})
         raise ConfigError(f"--experiment={str(directory)!r} holds no study of "

@@ -18,12 +18,13 @@ from transformer_jax.studies.study import Study
 
 
 def publish(study: Study, root: Path, *, experiment: Optional[str], size: str,
-            shard: tuple[int, int], trained: bool) -> None:
+            shard: tuple[int, int], trained: bool, runs: Optional[dict] = None) -> None:
     """Writes study's report and records into root. `trained`: whether this sweep trained any
-    of its runs (`plan.Plan.trains`); only then is an existing provenance record replaced."""
+    of its runs (`plan.Plan.trains`); only then is an existing provenance record replaced.
+    `runs`: an evaluation-only study's measurements (default: the runs trained into root)."""
     root = Path(root)
     with cli.log_to_file(root / jobs_lib.REPORT_LOG):  # the analyses' own lines, and TFDS's
-        report.write_report(study, root)
+        report.write_report(study, root, runs)
     record = root / provenance.FILE
     if trained or not record.exists():
         provenance.write(record, provenance.collect(study, size, shard))

@@ -45,8 +45,9 @@ def final_value(run: dict[str, Any], metric: str) -> float:
     return curve[-1][1] if curve else math.nan
 
 
-def write_report(study: Study, root: Path) -> None:
-    runs = collect(study, root)
+def write_report(study: Study, root: Path, runs: Optional[dict] = None) -> None:
+    """The report of `runs` (default: the runs trained into root, `collect`)."""
+    runs = collect(study, root) if runs is None else runs
     sections = [as_section(f(root, runs)) for f in study.analyses]
     measured = add_measured(runs, sections)
     plot_curves(study, runs, root / "curves.png")

@@ -383,6 +383,11 @@ class Study:
     # Arms at their own best setting (studies/tuning.py): arm -> its candidate variants, one
     # chosen per seed by training loss; expectations may name the arm.
     tuned: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    # An evaluation-only study (a trained checkpoint, nothing to train): evaluate(study, root)
+    # measures every variant and returns runs as report.collect gives them ((variant, seed) ->
+    # {"status", "curves"}, a "seed" being a unit of evaluation, e.g. a sentence). Run by
+    # `python -m transformer_jax.studies.evaluate`; the sweep refuses it.
+    evaluate: Optional[Callable[["Study", Path], dict]] = None
 
     def __post_init__(self):
         if not self.variants or not self.seeds:

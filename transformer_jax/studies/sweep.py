@@ -122,6 +122,10 @@ def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]]
     with the (study, variant) -> studies linking to its runs map."""
     found, owners, linked = [], {}, {}
     for study, workdir, experiment in studies:
+        if study.evaluate is not None:  # a trained checkpoint's study: nothing to train
+            raise study_lib.ConfigError(
+                f"study {study.name!r} is evaluation-only: run python -m "
+                f"transformer_jax.studies.evaluate --experiment={experiment or 'FILE'}")
         configs = {run: study.config(*run) for run in study.runs()}
         for config in configs.values():
             check_config(config)
