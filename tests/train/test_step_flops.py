@@ -3,6 +3,8 @@ count of one replica's matmuls in a tiny model trained as two replicas: the coun
 replica's step (two would be 2×) and every head's attention is in it. Lowered, never compiled."""
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 from transformer_jax.config import ModelConfig, TrainConfig
@@ -61,3 +63,9 @@ def test_one_replicas_step_holds_every_heads_matmuls():
     # planted: a count of one head's attention only (~20 % short) must not agree
     one_head_only = by_hand - 3.0 * (H - 1) * 2 * (2 * B * N * N * (D // H))
     assert not agrees(one, one_head_only), one / one_head_only
+
+
+def test_a_program_without_a_lowering_counts_nan():
+    """A wrapper around a jitted step (test_faults' memory probe makes one) trains on: its
+    count is nan, not an AttributeError that stops the run."""
+    assert math.isnan(steps.flops_per_call(lambda x: x, 1.0))

@@ -346,7 +346,10 @@ def flops_per_call(program: Callable, *args: Any) -> float:
     backend gives none). Lowering is cached: the call that follows compiles this very lowering,
     so counting costs the analysis alone. A replicated step (`over_replicas`) maps over the
     replicas in a loop whose body XLA counts once: its count is one replica's step
-    (tests/train/test_step_flops.py holds both to a hand count)."""
+    (tests/train/test_step_flops.py holds both to a hand count). A program that is not jitted
+    itself (a wrapper around one, as tests and profilers make) has no lowering: nan."""
+    if not hasattr(program, "lower"):
+        return math.nan
     cost = program.lower(*args).cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     return float((cost or {}).get("flops", math.nan))
