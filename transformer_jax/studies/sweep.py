@@ -38,6 +38,7 @@ from absl import flags, logging
 from transformer_jax.train import cli
 from transformer_jax.studies import pages
 from transformer_jax.studies import plan as plan_lib
+from transformer_jax.studies import plateau as plateau_lib
 from transformer_jax.studies import report
 from transformer_jax.studies import schedule
 from transformer_jax.studies import study as study_lib
@@ -109,29 +110,51 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
     `progress` prints a line per variant and each verdict (a new one on stdout if None)."""
     if jobs > 1 and any(experiment is None for _, _, experiment in studies):
         raise ValueError("jobs > 1 needs each study's experiment file (workers load it)")
-    found, linked = survey(studies)
-    planned = plan_lib.plan(found, linked, shard, jobs, size)
-    return schedule.Sweep(planned, found, size, shard,
-                          progress or terminal.JobProgress()).run(jobs)
+    progress = progress or terminal.JobProgress()
+    reported, pending, budgets = {}, list(studies), {}
+    while pending:  # a stage of every study; then again those a plateau budget extends
+        found, linked = survey(pending, budgets)
+        planned = plan_lib.plan(found, linked, shard, jobs, size)
+        stage = schedule.Sweep(planned, found, size, shard, progress)
+        reported.update(stage.run(jobs))
+        budgets = stage.extended
+        pending = [entry for entry in pending if entry[0].name in budgets]
+        if pending:
+            progress.next_stage()
+    return reported
 
 
-def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]]
+def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]],
+           budgets: Optional[dict[str, int]] = None
            ) -> tuple[list[plan_lib.Found], plan_lib.Linked]:
     """Each study's workdir made ready (every run's config checked before anything runs,
     identical runs linked: `link_identical_runs`) and its ended runs read, for `plan.plan`;
-    with the (study, variant) -> studies linking to its runs map."""
+    with the (study, variant) -> studies linking to its runs map. `budgets`: study name -> the
+    next stage of its plateau budget, decided by the sweep's previous stage."""
     found, owners, linked = [], {}, {}
     for study, workdir, experiment in studies:
-        configs = {run: study.config(*run) for run in study.runs()}
+        root = Path(workdir)
+        budget = (budgets or {}).get(study.name) or plateau_budget(study, root)
+        configs = {run: study.config(*run, budget) for run in study.runs()}
         for config in configs.values():
             check_config(config)
         root = workdir_lib.prepare(workdir, {"study": study.name,
                                              "runs": [list(r) for r in study.runs()]})
         shared = link_identical_runs(study.name, root, configs, owners, linked)
         ended = {(v, s) for v, s in study.runs()
-                 if has_ended(workdir_lib.read_status(root / v / f"seed_{s}"))}
-        found.append(plan_lib.Found(study, root, experiment, frozenset(ended), frozenset(shared)))
+                 if has_ended(workdir_lib.read_status(root / v / f"seed_{s}"), budget)}
+        found.append(plan_lib.Found(study, root, experiment, frozenset(ended), frozenset(shared),
+                                    budget))
     return found, linked
+
+
+def plateau_budget(study: study_lib.Study, root: Path) -> Optional[int]:
+    """The stage a plateau study's runs train to (None: no plateau budget): the largest
+    train.num_steps its runs were sent to, so a resumed sweep goes on where it was."""
+    if study.plateau is None:
+        return None
+    return plateau_lib.budget_of([root / v / f"seed_{s}" for v, s in study.runs()],
+                                 study.plateau.first)
 
 
 def link_identical_runs(name: str, root: Path, configs: dict[tuple[str, int], Any],
