@@ -451,7 +451,9 @@ class Study:
         counted below chance would let an arm at chance "beat" it."""
         if e.worst is None or not e.metric.startswith("eval/accuracy") or not e.higher_is_better:
             return None
-        chances = [chance_accuracy(self.config(v, self.seeds[0])) for v in e.variants()]
+        # a tuned arm is no variant: its candidates are what trained
+        trained = [c for v in e.variants() for c in self.tuned.get(v, (v,))]
+        chances = [chance_accuracy(self.config(v, self.seeds[0])) for v in trained]
         chance = min((c for c in chances if c is not None), default=None)
         if chance is None or e.worst >= chance - 1e-12:
             return None
