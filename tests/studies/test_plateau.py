@@ -166,3 +166,14 @@ def test_the_page_shows_the_budget_reached_each_arms_late_gain_and_what_stopped_
     page = verdict_text.verdict_markdown(record)
     assert "**Budget reached: 25 steps; the cap stopped it: an arm was still gaining.**" in page
     assert "| slow | +0.06667 (still gaining) | +0.1333 (still gaining) | +0.2 (still gaining) |" in page
+
+
+def test_a_plateau_study_shares_no_run_with_another_study(tmp_path):
+    """Two studies with identical runs: a plateau study's are its own (it extends them, which
+    must not move the other's); within the study identical variants still train once."""
+    twin = {"slow": {"train.learning_rate": 1e-3}, "same": {"train.learning_rate": 1e-3},
+            "fast": {"train.learning_rate": 2e-3}}
+    first, second = (_study(name=n, variants=twin) for n in ("one", "two"))
+    found, _ = sweep.survey([(first, str(tmp_path / "one"), None),
+                             (second, str(tmp_path / "two"), None)])
+    assert [sorted(f.shared) for f in found] == [[("same", 0), ("same", 1)]] * 2

@@ -140,7 +140,8 @@ def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]],
             check_config(config)
         root = workdir_lib.prepare(workdir, {"study": study.name,
                                              "runs": [list(r) for r in study.runs()]})
-        shared = link_identical_runs(study.name, root, configs, owners, linked)
+        shared = link_identical_runs(study.name, root, configs, owners, linked,
+                                     own=study.plateau is not None)
         ended = {(v, s) for v, s in study.runs()
                  if has_ended(workdir_lib.read_status(root / v / f"seed_{s}"), budget)}
         found.append(plan_lib.Found(study, root, experiment, frozenset(ended), frozenset(shared),
@@ -159,17 +160,19 @@ def plateau_budget(study: study_lib.Study, root: Path) -> Optional[int]:
 
 def link_identical_runs(name: str, root: Path, configs: dict[tuple[str, int], Any],
                         owners: dict[str, tuple[str, str, Path]],
-                        linked: dict[tuple[str, str], set[str]]) -> set[tuple[str, int]]:
+                        linked: dict[tuple[str, str], set[str]], own: bool = False
+                        ) -> set[tuple[str, int]]:
     """Runs of study `name` ((variant, seed) -> config) whose config equals a run seen before
     (an earlier study's, or an earlier variant's) are trained once: root/<variant>/seed_<n>
     becomes a relative symlink to the first one's directory. Returns the (variant, seed) runs so
     linked. A run directory that already exists is kept as it is (trained before; never
     replaced), and a link whose run now differs is refused: remove the link to train that run
     on its own. `owners` (config -> study, variant, run dir) and `linked` ((study, variant) ->
-    studies linking to it) grow across studies."""
+    studies linking to it) grow across studies. `own`: share runs within the study only (a
+    plateau study extends its runs, which must not move another study's)."""
     shared = set()
     for (variant, seed), config in configs.items():
-        key = json.dumps(config.to_dict(), sort_keys=True, default=repr)
+        key = (name if own else "") + json.dumps(config.to_dict(), sort_keys=True, default=repr)
         run = root / variant / f"seed_{seed}"
         owner = owners.get(key)
         if owner is None or (run.exists() and not run.is_symlink()):
