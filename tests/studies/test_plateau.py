@@ -166,6 +166,11 @@ def test_the_page_shows_the_budget_reached_each_arms_late_gain_and_what_stopped_
     page = verdict_text.verdict_markdown(record)
     assert "**Budget reached: 25 steps; the cap stopped it: an arm was still gaining.**" in page
     assert "| slow | +0.06667 (still gaining) | +0.1333 (still gaining) | +0.2 (still gaining) |" in page
+    from transformer_jax.studies import pages  # the study's page: the same section
+    entry = pages.Entry.of(study, pages.StudyFiles("plateau", Path("."), pages.Layout.RUN))
+    shown = pages.render_page(entry, record, "", None)
+    assert shown.index("## Budget: to the plateau") < shown.index("## Final metrics")
+    assert "**Budget reached: 25 steps; the cap stopped it" in shown
 
 
 def test_a_plateau_study_shares_no_run_with_another_study(tmp_path):
