@@ -182,3 +182,14 @@ def test_a_plateau_study_shares_no_run_with_another_study(tmp_path):
     found, _ = sweep.survey([(first, str(tmp_path / "one"), None),
                              (second, str(tmp_path / "two"), None)])
     assert [sorted(f.shared) for f in found] == [[("same", 0), ("same", 1)]] * 2
+
+
+def test_a_run_that_diverged_at_an_earlier_stage_stays_where_it_stopped(tmp_path):
+    """An extension trains a variant's live seeds on; one that diverged is not extended (the
+    trainer refuses to extend a diverged run) and keeps its status."""
+    for seed, state in ((0, "finished"), (1, "diverged")):
+        (tmp_path / "v" / f"seed_{seed}").mkdir(parents=True)
+        workdir_lib.write_status(tmp_path / "v" / f"seed_{seed}", state, 10 if seed == 0 else 4)
+    task = jobs_lib.Task("s", str(tmp_path), None, "tiny", "v", (0, 1), 0, 20)
+    assert {s: st["step"] for s, st in jobs_lib.diverged_runs(task).items()} == {1: 4}
+    assert jobs_lib.diverged_runs(dataclasses.replace(task, steps=None)) == {}

@@ -59,14 +59,31 @@ def execute(task: Task, study, progress_bar: bool = True) -> list[dict]:
         with cli.log_to_file(root / REPORT_LOG):
             study.probe_markdown(root)
         return []
-    workdirs = [root / task.variant / f"seed_{s}" for s in task.seeds]
+    stopped = diverged_runs(task)
+    seeds = [s for s in task.seeds if s not in stopped]
+    if not seeds:
+        return [stopped[s] for s in task.seeds]
+    workdirs = [root / task.variant / f"seed_{s}" for s in seeds]
     extend = task.steps is not None and any(needs_extending(w, task.steps) for w in workdirs)
     with cli.log_to_file(root / task.variant / cli.LOG_FILE):
-        logging.info("[%s] %s, seeds %s: %s%s", task.study, task.variant, list(task.seeds),
+        logging.info("[%s] %s, seeds %s: %s%s", task.study, task.variant, seeds,
                      root / task.variant, f", extended to {task.steps} steps" if extend else "")
-        return train_replicas([study.config(task.variant, s, task.steps) for s in task.seeds],
-                              [str(w) for w in workdirs], progress_bar=progress_bar,
-                              extend=extend)
+        trained = dict(zip(seeds, train_replicas(
+            [study.config(task.variant, s, task.steps) for s in seeds],
+            [str(w) for w in workdirs], progress_bar=progress_bar, extend=extend)))
+    return [trained.get(s) or stopped[s] for s in task.seeds]
+
+
+def diverged_runs(task: Task) -> dict[int, dict]:
+    """seed -> status of the task's runs that diverged at an earlier stage of a plateau budget
+    (none without one): they stay where they stopped, the others train on."""
+    if task.steps is None:
+        return {}
+    from transformer_jax.train import workdir as workdir_lib
+    statuses = {s: workdir_lib.read_status(Path(task.root) / task.variant / f"seed_{s}")
+                for s in task.seeds}
+    return {s: status for s, status in statuses.items()
+            if (status or {}).get("state") == workdir_lib.DIVERGED}
 
 
 def run_tasks(tasks: Sequence[Task], studies: dict, jobs: int,
