@@ -228,6 +228,13 @@ class ModelConfig:
                 for k, v in dataclasses.asdict(self).items()}
 
 
+# The learning rate after the warm-up (train/steps.make_optimizer). "cosine" decays over
+# train.num_steps, so extending a run (--extend_to) recomputes it and the LR jumps back up;
+# "constant" does not depend on num_steps, so a run trained to B and extended to 2B is the run
+# trained straight to 2B: what a study's plateau budget needs (studies/plateau.py).
+SCHEDULES = ("cosine", "constant")
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Optimization and bookkeeping; field names match the `train.*` command-line flags, and
@@ -238,6 +245,7 @@ class TrainConfig:
     learning_rate: float = 1e-3  # peak of the warmup + cosine schedule (AdamW)
     warmup_steps: int = 100  # linear warm-up to learning_rate (0: none)
     end_learning_rate_factor: float = 0.1  # cosine decays to learning_rate * this
+    schedule: str = "cosine"  # after the warm-up: cosine decay over num_steps, or constant
     weight_decay: float = 0.01  # AdamW's decoupled weight decay
     b1: float = 0.9  # AdamW's beta1
     b2: float = 0.99  # AdamW's beta2
@@ -273,6 +281,8 @@ class TrainConfig:
             # the cosine decay needs at least one step after the warm-up (optax raises otherwise)
             raise ConfigError(f"train.warmup_steps={self.warmup_steps} must be less than "
                               f"train.num_steps={self.num_steps} (or 0: no warm-up)")
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"train.schedule={self.schedule!r}; valid: {', '.join(SCHEDULES)}")
         if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
             raise ConfigError(f"train.learning_rate={self.learning_rate!r} must be a positive number")
         for name, low, high in (("b1", 0.0, 1.0), ("b2", 0.0, 1.0),
@@ -298,7 +308,7 @@ ADDED_FIELDS = {"model.norm_type": "layernorm", "model.qk_norm": False,
                 "model.causal_mask": True, "model.dense_matmul": "compute",
                 "model.qk_init_scale": 1.0, "model.activation": "relu",
                 "model.embed_scale": True, "model.embed_norm": False, "model.token_types": 0,
-                "model.norm_eps": 1e-5}
+                "model.norm_eps": 1e-5, "train.schedule": "cosine"}
 IN_EVERY_FINGERPRINT = frozenset({"model.norm_type", "model.qk_norm"})
 
 

@@ -109,3 +109,21 @@ def test_a_sweep_trains_every_candidate_and_judges_the_arm(tmp_path):
     assert record["expectations"][0]["values"]["unscaled"][0]["value"] is not None
     assert all((root / c / "seed_0").is_dir() for c in candidates)
     assert "## Tuned arms" in (root / "verdict.md").read_text()
+
+
+def test_a_diverged_run_of_an_arm_is_counted_no_lower_than_its_candidates_chance():
+    """worst= on an expectation naming a tuned arm is checked against chance accuracy on the
+    arm's candidates (an arm is no variant: it has no config of its own)."""
+    from pathlib import Path
+
+    from transformer_jax.studies.study import chance_accuracy, load_config
+
+    base = load_config(Path(__file__).resolve().parents[2] / "configs/synthetic.py",
+                       "tiny,task=sort")
+    chance = chance_accuracy(base)
+    judged = lambda worst: _study(base=base, expectations=(Expectation(
+        "pre beats post", "eval/accuracy", "pre", Comparison.BETTER, 0.1, b="post",
+        worst=worst),)).refuse_unjudgeable()
+    assert judged(chance).tuned == {"post": (SLOW, FAST)}
+    with pytest.raises(ConfigError, match="counts a diverged run below chance accuracy"):
+        judged(0.0)

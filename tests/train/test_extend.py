@@ -102,3 +102,54 @@ def test_main_extend_flag(extended, tmp_path):
     assert again.returncode == 0 and "finished at step 30" in again.stdout, again.stderr[-2000:]
     refused = run_main(args + ["--config.train.batch_size=4", "--extend_to=40"])
     assert refused.returncode == 2 and "train.batch_size: 8 -> 4" in refused.stderr
+
+
+@pytest.mark.usefixtures("compilation_cache")  # three trainings of one program: compiled once
+def test_a_constant_schedule_extended_is_the_run_trained_straight(tmp_path, tj_data_dir):
+    """train.schedule="constant" (what a plateau budget extends): trained to 6 steps and
+    extended to 12, a run ends with the params, optimizer state and final evaluation of the run
+    trained straight to 12, and its train curve is the same at every step. (A cosine run
+    extended is not that run: the test above.)"""
+    from transformer_jax import train
+    from transformer_jax.train import summaries
+    from helpers_train import restore_newest
+
+    overrides = {"data.data_dir": tj_data_dir, "train.schedule": "constant", "train.log_every": 1,
+                 "train.warmup_steps": 2, "train.eval_every": 3, "train.num_steps": 6}
+    config = tiny_config(SYNTHETIC, overrides=overrides)
+    straight = tiny_config(SYNTHETIC, overrides={**overrides, "train.num_steps": 12})
+    train.train_and_evaluate(config, str(tmp_path / "extended"))
+    ends = [train.train_and_evaluate(config, str(tmp_path / "extended"), extend_to=12),
+            train.train_and_evaluate(straight, str(tmp_path / "straight"))]
+    assert [e["step"] for e in ends] == [12, 12]
+    np.testing.assert_allclose(ends[0]["eval"]["loss"], ends[1]["eval"]["loss"], rtol=1e-6)
+    states = [restore_newest(tmp_path / w, straight) for w in ("extended", "straight")]
+    assert states[0][0] == states[1][0] == 12
+    import jax
+    for a, b in zip(jax.tree.leaves(states[0][1]), jax.tree.leaves(states[1][1])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+    curves = [summaries.read_scalars(str(tmp_path / w)) for w in ("extended", "straight")]
+    for tag in ("train/loss", "train/learning_rate"):
+        np.testing.assert_allclose([v for _, v in curves[0][tag]], [v for _, v in curves[1][tag]],
+                                   rtol=1e-6)
+    after_warmup = [v for s, v in curves[1]["train/learning_rate"] if s > 2]
+    assert after_warmup == pytest.approx([config.train.learning_rate] * 10)
+
+
+def test_only_the_cosine_schedule_depends_on_the_total():
+    """The schedule of a run of B steps against one of 2B, step by step: "constant" is the same
+    function of the step (so extending changes nothing), "cosine" is not."""
+    from transformer_jax.config import TrainConfig
+    from transformer_jax.train.steps import learning_rate_schedule
+
+    def rates(schedule: str, total: int) -> list[float]:
+        train = TrainConfig(num_steps=total, warmup_steps=3, schedule=schedule)
+        return [float(learning_rate_schedule(train)(t)) for t in range(20)]
+
+    assert rates("constant", 10) == rates("constant", 20)
+    assert rates("constant", 10)[:4] == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3])
+    assert rates("cosine", 10)[:4] == rates("cosine", 20)[:4]  # the same warm-up
+    assert rates("cosine", 10)[9] < rates("cosine", 20)[9]
+    from transformer_jax.config import ConfigError
+    with pytest.raises(ConfigError, match="train.schedule='linear'; valid: cosine, constant"):
+        TrainConfig(schedule="linear")

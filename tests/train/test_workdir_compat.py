@@ -9,23 +9,29 @@ from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.train.workdir import WorkdirError, config_differences
 
 
-def _config(**model):
-    return {"seed": 0, "model": {"d_model": 16, **model}, "train": {"num_steps": 5}}
+def _config(train=None, **model):
+    return {"seed": 0, "model": {"d_model": 16, **model},
+            "train": {"num_steps": 5, **(train or {})}}
+
+
+def _with(field, value):
+    """_config() with the dotted `field` (a model.* or train.* one) at `value`."""
+    section, leaf = field.split(".")
+    return _config(**{leaf: value}) if section == "model" else _config(train={leaf: value})
 
 
 @pytest.mark.parametrize("field", sorted(ADDED_FIELDS))
 def test_an_added_field_at_its_old_behaviour_is_no_difference(field):
-    leaf = field.split(".")[1]
-    assert config_differences(_config(), _config(**{leaf: ADDED_FIELDS[field]})) == []
+    assert config_differences(_config(), _with(field, ADDED_FIELDS[field])) == []
 
 
-@pytest.mark.parametrize("field,other", [("model.norm_type", "dyt"), ("model.qk_norm", True)])
+@pytest.mark.parametrize("field,other", [("model.norm_type", "dyt"), ("model.qk_norm", True),
+                                         ("train.schedule", "constant")])
 def test_an_added_field_at_another_value_is_refused(tmp_path, field, other):
-    leaf = field.split(".")[1]
     (tmp_path / workdir_lib.CONFIG_FILE).write_text(json.dumps(_config()))
     with pytest.raises(WorkdirError, match=f"{field}: {ADDED_FIELDS[field]!r} -> {other!r}"):
-        workdir_lib.prepare(str(tmp_path), _config(**{leaf: other}))
-    workdir_lib.prepare(str(tmp_path), _config(**{leaf: ADDED_FIELDS[field]}))  # resumes
+        workdir_lib.prepare(str(tmp_path), _with(field, other))
+    workdir_lib.prepare(str(tmp_path), _with(field, ADDED_FIELDS[field]))  # resumes
 
 
 def test_other_absent_fields_still_differ():

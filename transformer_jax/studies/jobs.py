@@ -27,6 +27,8 @@ from typing import Callable, Iterator, Optional, Sequence
 
 from absl import flags, logging
 
+from transformer_jax.studies.plateau import needs_extending
+
 REPORT_LOG = "report.log"  # the log of a study's probes, report and analyses
 PR_SET_PDEATHSIG = 1
 
@@ -40,6 +42,7 @@ class Task:
     variant: Optional[str] = None  # None: the study's step-0 probes
     seeds: tuple[int, ...] = ()
     cost: float = 0.0  # relative run time, to start the longest tasks first
+    steps: Optional[int] = None  # a plateau budget's stage (runs started short are extended)
 
     @property
     def label(self) -> str:
@@ -56,12 +59,31 @@ def execute(task: Task, study, progress_bar: bool = True) -> list[dict]:
         with cli.log_to_file(root / REPORT_LOG):
             study.probe_markdown(root)
         return []
+    stopped = diverged_runs(task)
+    seeds = [s for s in task.seeds if s not in stopped]
+    if not seeds:
+        return [stopped[s] for s in task.seeds]
+    workdirs = [root / task.variant / f"seed_{s}" for s in seeds]
+    extend = task.steps is not None and any(needs_extending(w, task.steps) for w in workdirs)
     with cli.log_to_file(root / task.variant / cli.LOG_FILE):
-        logging.info("[%s] %s, seeds %s: %s", task.study, task.variant, list(task.seeds),
-                     root / task.variant)
-        return train_replicas([study.config(task.variant, s) for s in task.seeds],
-                              [str(root / task.variant / f"seed_{s}") for s in task.seeds],
-                              progress_bar=progress_bar)
+        logging.info("[%s] %s, seeds %s: %s%s", task.study, task.variant, seeds,
+                     root / task.variant, f", extended to {task.steps} steps" if extend else "")
+        trained = dict(zip(seeds, train_replicas(
+            [study.config(task.variant, s, task.steps) for s in seeds],
+            [str(w) for w in workdirs], progress_bar=progress_bar, extend=extend)))
+    return [trained.get(s) or stopped[s] for s in task.seeds]
+
+
+def diverged_runs(task: Task) -> dict[int, dict]:
+    """seed -> status of the task's runs that diverged at an earlier stage of a plateau budget
+    (none without one): they stay where they stopped, the others train on."""
+    if task.steps is None:
+        return {}
+    from transformer_jax.train import workdir as workdir_lib
+    statuses = {s: workdir_lib.read_status(Path(task.root) / task.variant / f"seed_{s}")
+                for s in task.seeds}
+    return {s: status for s, status in statuses.items()
+            if (status or {}).get("state") == workdir_lib.DIVERGED}
 
 
 def run_tasks(tasks: Sequence[Task], studies: dict, jobs: int,
@@ -197,7 +219,7 @@ def _log_prefix(label: str) -> Iterator[None]:
         logger.removeFilter(prefix)
 
 
-def cost(study, variant: str, seeds: tuple[int, ...]) -> float:
+def cost(study, variant: str, seeds: tuple[int, ...], steps: Optional[int] = None) -> float:
     """Relative run time of a variant: steps × layers × seeds (+ a compile-sized constant)."""
-    config = study.config(variant, seeds[0])
+    config = study.config(variant, seeds[0], steps)
     return (config.train.num_steps * max(config.model.num_layers, 1) + 1000) * len(seeds)

@@ -24,6 +24,9 @@ from typing import Any
 # version -> the digest of the judging code it names. Append only: a new rule is a new version.
 VERSIONS = {
     2: "0ce04babc7ae8f10",
+    # 3: an expectation with worst= that names a tuned arm is checked against chance on the
+    # arm's candidates (it raised: an arm is no variant); no verdict moves
+    3: "49605d05d6851885",
 }
 VERSION = max(VERSIONS)
 

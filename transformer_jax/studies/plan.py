@@ -32,6 +32,7 @@ class Found:
     experiment: Optional[str]  # its experiment file (worker processes load the study from it)
     ended: frozenset[Run] = frozenset()  # runs whose status says finished or diverged
     shared: frozenset[Run] = frozenset()  # runs linked to an identical run trained elsewhere
+    budget: Optional[int] = None  # a plateau study's stage: the steps its runs train to
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +67,7 @@ def plan(found: Sequence[Found], linked: Linked, shard: tuple[int, int], jobs: i
     for f in found:
         variants[f.study.name] = plan_variants(f, shard)
         task = functools.partial(jobs_lib.Task, f.study.name, str(f.root), f.experiment, size)
-        tasks += [task(v.variant, v.seeds, v.cost) for v in variants[f.study.name]
+        tasks += [task(v.variant, v.seeds, v.cost, f.budget) for v in variants[f.study.name]
                   if v.what == TRAIN]
         if f.study.probes and shard[0] == 0 and jobs > 1:
             tasks.append(task())
@@ -92,7 +93,7 @@ def plan_variants(found: Found, shard: tuple[int, int]) -> tuple[VariantPlan, ..
             planned.append(VariantPlan(variant, ENDED, seeds))
         else:
             planned.append(VariantPlan(variant, TRAIN, seeds,
-                                       jobs_lib.cost(study, variant, seeds)))
+                                       jobs_lib.cost(study, variant, seeds, found.budget)))
     return tuple(planned)
 
 

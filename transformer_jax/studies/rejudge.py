@@ -100,7 +100,7 @@ def rejudged_record(study: Study, record: dict[str, Any], summary: dict[str, Val
     new = record_lib.study_record(
         study, rows, verdicts, record["summary"], record["budget"]["steps"], record["probes"],
         [Section.from_json(s) for s in record["analyses"]])
-    for kept in ("precision", "converted", "tuning"):
+    for kept in ("precision", "converted", "tuning", "plateau"):
         if kept in record:
             new[kept] = record[kept]
     new["judged"] = {"commit": commit, "from": sources,

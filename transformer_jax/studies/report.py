@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.studies import board, convergence, multiplicity, tuning
+from transformer_jax.studies import plateau as plateau_lib
 from transformer_jax.studies import record as record_lib
 from transformer_jax.studies import verdict_text
 from transformer_jax.studies.checks import Section, as_section
@@ -88,7 +89,42 @@ def study_record(study: Study, runs, probes: str = "",
                                      probes, sections)
     if study.tuned:
         record["tuning"] = tuning.record(study.tuned, study.variants, choices, runs)
+    if study.plateau is not None:
+        record["plateau"] = plateau_lib.record(study.plateau, plateau_stages(study, runs))
     return record
+
+
+def arm_late_gains(study: Study, runs) -> dict[str, dict[int, float]]:
+    """judged arm -> seed -> its late gain in the plateau's metric (`late_gain`), for each
+    variant or tuned arm an expectation on that metric names (a tuned arm: each seed's chosen
+    candidate's); what the plateau rule reads, and nothing else."""
+    p = study.plateau
+    gains = {v: {s: late_gain(runs[(v, s)], p.metric, p.higher_is_better) for s in study.seeds}
+             for v in study.variants}
+    gains = tuning.with_arms(gains, tuning.choose(study.tuned, study.seeds, runs))
+    return {arm: gains[arm] for arm in plateau_lib.judged_arms(study.expectations, p.metric)}
+
+
+def at_budget(runs, budget: int):
+    """The runs as they were at step `budget`: curves cut there, and a run that diverged later
+    still finished then."""
+    cut = {}
+    for key, run in runs.items():
+        status = run["status"]
+        if status.get("state") == "diverged" and status.get("step", 0) > budget:
+            status = {"state": "finished", "step": budget}
+        cut[key] = {"status": status, "curves": {tag: [(s, v) for s, v in curve if s <= budget]
+                                                 for tag, curve in run["curves"].items()}}
+    return cut
+
+
+def plateau_stages(study: Study, runs) -> list[dict[str, Any]]:
+    """Each stage of the plateau budget the runs reached, decided again from their curves cut
+    at its budget (what the sweep saw then): plateau.stage's records, in order."""
+    reached = max(run["status"].get("step", 0) for run in runs.values())
+    budgets = [b for b in study.plateau.budgets() if b <= reached] or [reached]
+    return [plateau_lib.stage(study.plateau, b, arm_late_gains(study, at_budget(runs, b)))
+            for b in budgets]
 
 
 def judge_expectations(study: Study, values_of: Callable[[Expectation], dict]

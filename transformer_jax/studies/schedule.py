@@ -12,6 +12,8 @@ from absl import logging
 
 from transformer_jax.studies import jobs as jobs_lib
 from transformer_jax.studies import plan as plan_lib
+from transformer_jax.studies import plateau as plateau_lib
+from transformer_jax.studies import report
 from transformer_jax.studies import terminal
 from transformer_jax.studies.publish import publish
 from transformer_jax.train import workdir as workdir_lib
@@ -48,6 +50,8 @@ class Sweep:
         self.found = {f.study.name: f for f in found}
         self.readiness = Readiness(plan.waits)
         self.reported = {name: False for name in self.found}
+        # plateau studies whose runs train on -> their next budget: the sweep's next stage
+        self.extended: dict[str, int] = {}
 
     def run(self, jobs: int) -> dict[str, bool]:
         """Runs every task; returns study name -> whether its report was written."""
@@ -91,12 +95,32 @@ class Sweep:
         found = self.found[name]
         runs = found.study.runs()
         missing = sum(not workdir_lib.has_ended(workdir_lib.read_status(
-            found.root / variant / f"seed_{seed}")) for variant, seed in runs)
+            found.root / variant / f"seed_{seed}"), found.budget) for variant, seed in runs)
         if missing:
             logging.info("[%s] %d of %d runs not ended yet; the report follows when they are",
                          name, missing, len(runs))
+            return
+        if found.study.plateau is not None and self.extends(found):
             return
         publish(found.study, found.root, experiment=found.experiment, size=self.size,
                 shard=self.shard, trained=name in self.plan.trains)
         self.reported[name] = True
         self.progress.study_reported(name)
+
+    def extends(self, found: plan_lib.Found) -> bool:
+        """Whether a plateau study's judged arms still gain more than its amount at this
+        budget, under its cap: then each of its runs trains on to the next budget (the sweep's
+        next stage), and its report waits for it."""
+        study = found.study
+        decided = plateau_lib.stage(study.plateau, found.budget, report.arm_late_gains(
+            study, report.collect(study, found.root)))
+        climbing = [a for a, g in decided["arms"].items() if not g["flattened"]]
+        logging.info("[%s] plateau budget at %d steps: %s", study.name, found.budget,
+                     f"{', '.join(climbing)} still gaining; every run trains on to "
+                     f"{decided['next']}" if decided["next"] else decided["decision"])
+        if decided["next"] is None:
+            return False
+        self.extended[study.name] = decided["next"]
+        self.progress.print(f"  {study.name}: {', '.join(climbing)} still gaining at "
+                            f"{found.budget} steps; every run trains on to {decided['next']}")
+        return True

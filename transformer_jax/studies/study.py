@@ -22,7 +22,9 @@ import numpy as np
 
 from transformer_jax.config import ADDED_FIELDS, IN_EVERY_FINGERPRINT, ConfigError
 from transformer_jax.studies import judged_code
+from transformer_jax.studies import plateau as plateau_lib
 from transformer_jax.studies.loading import STUDY_SIZES, load_config, load_module, load_study
+from transformer_jax.studies.plateau import Plateau
 from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEEDS, Failure,
                                            Verdict, decide, difference_interval, how_it_failed,
                                            interval_of_mean, mean_interval,
@@ -35,7 +37,7 @@ __all__ = [  # the experiment-file API
     "CONFIDENCE", "Comparison", "Expectation", "FLATTENED_ADDED", "FLAT_ACCURACY",
     "INTERVAL_METHOD", "Judgement", "MAX_SEEDS", "Measure", "RATES", "STUDY_SIZES", "Study",
     "Verdict", "decide", "difference_interval", "flattened", "interval_of_mean", "load_config",
-    "load_module", "load_study", "mean_interval", "mean_over_seeds", "rate_interval",
+    "load_module", "load_study", "mean_interval", "mean_over_seeds", "Plateau", "rate_interval",
     "relative_gap", "relative_gap_interval", "seeds_to_bound", "seeds_to_settle",
     "seeds_to_settle_rate", "settle_note", "unbounded_note", "study_schedule", "chance_accuracy"]
 
@@ -388,11 +390,14 @@ class Study:
     # {"status", "curves"}, a "seed" being a unit of evaluation, e.g. a sentence). Run by
     # `python -m transformer_jax.studies.evaluate`; the sweep refuses it.
     evaluate: Optional[Callable[["Study", Path], dict]] = None
+    # A budget that runs to the plateau (studies/plateau.py); None: train.num_steps, fixed.
+    plateau: Optional[Plateau] = None
 
     def __post_init__(self):
         if not self.variants or not self.seeds:
             raise ConfigError(f"study {self.name!r} needs at least one variant and one seed")
         self._check_tuned()
+        self._check_plateau()
         for e in self.expectations:
             for v in filter(None, (e.a, e.b)):
                 if v not in self.variants and v not in self.tuned:
@@ -415,6 +420,27 @@ class Study:
                                   f"candidates among the variants; not variants: "
                                   f"{', '.join(unknown) or 'none'} ({len(candidates)} given)")
 
+    def _check_plateau(self) -> None:
+        """A plateau study starts at plateau.first steps, at a constant LR after the warm-up
+        (an extended run must be the run trained straight), and no variant changes either."""
+        p = self.plateau
+        if p is None:
+            return
+        train = self.base.train
+        if train.num_steps != p.first or train.get("schedule") != plateau_lib.SCHEDULE:
+            raise ConfigError(
+                f"study {self.name!r}: a plateau budget needs train.num_steps=plateau.first "
+                f"({p.first}) and train.schedule={plateau_lib.SCHEDULE!r}; the base has "
+                f"{train.num_steps} and {train.get('schedule')!r}")
+        fixed = [f"{v}: {k}" for v, o in self.variants.items() for k in o
+                 if k in ("train.num_steps", "train.schedule")]
+        if fixed:
+            raise ConfigError(f"study {self.name!r}: the plateau budget sets every run's "
+                              f"steps and schedule; variants override them: {', '.join(fixed)}")
+        if not plateau_lib.judged_arms(self.expectations, p.metric):
+            raise ConfigError(f"study {self.name!r}: plateau metric {p.metric!r} is judged by "
+                              "no expectation")
+
     def refuse_unjudgeable(self) -> "Study":
         """ConfigError naming the first expectation that holds or fails by construction (a
         failure rate the seed count cannot show; a diverged run counted below chance), else
@@ -430,20 +456,25 @@ class Study:
         counted below chance would let an arm at chance "beat" it."""
         if e.worst is None or not e.metric.startswith("eval/accuracy") or not e.higher_is_better:
             return None
-        chances = [chance_accuracy(self.config(v, self.seeds[0])) for v in e.variants()]
+        # a tuned arm is no variant: its candidates are what trained
+        trained = [c for v in e.variants() for c in self.tuned.get(v, (v,))]
+        chances = [chance_accuracy(self.config(v, self.seeds[0])) for v in trained]
         chance = min((c for c in chances if c is not None), default=None)
         if chance is None or e.worst >= chance - 1e-12:
             return None
         return (f"worst={e.worst:g} counts a diverged run below chance accuracy ({chance:.4g}, a "
                 f"uniform guess on its task): count it as chance at most")
 
-    def config(self, variant: str, seed: int) -> ml_collections.ConfigDict:
-        """The base config with the variant's overrides and the seed applied."""
+    def config(self, variant: str, seed: int,
+               steps: Optional[int] = None) -> ml_collections.ConfigDict:
+        """The base config with the variant's overrides and the seed applied; `steps`: at
+        that train.num_steps (a plateau budget's stage), not the base's."""
         if variant not in self.variants:
             raise ConfigError(f"variant {variant!r} is not one of: {', '.join(self.variants)}")
         config = self.base.copy_and_resolve_references()
         config.unlock()
-        for key, value in {**self.variants[variant], "seed": seed}.items():
+        budget = {} if steps is None else {"train.num_steps": steps}
+        for key, value in {**self.variants[variant], **budget, "seed": seed}.items():
             _set(config, key, value)
         config.lock()
         return config
@@ -478,8 +509,11 @@ class Study:
             fields = base.get(section, {})
             if leaf in fields and type(fields[leaf]) is type(default) and fields[leaf] == default:
                 del fields[leaf]
-        return {"variants": {v: dict(o) for v, o in self.variants.items()},
-                "seeds": list(self.seeds), "base": base}
+        design = {"variants": {v: dict(o) for v, o in self.variants.items()},
+                  "seeds": list(self.seeds), "base": base}
+        if self.plateau is not None:  # how long the runs train: part of what they are
+            design["plateau"] = self.plateau.design()
+        return design
 
     def fingerprint(self) -> str:
         """sha256 of `design()` (canonical JSON): a results page carries the fingerprint it was

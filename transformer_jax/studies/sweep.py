@@ -38,6 +38,7 @@ from absl import flags, logging
 from transformer_jax.train import cli
 from transformer_jax.studies import board, pages
 from transformer_jax.studies import plan as plan_lib
+from transformer_jax.studies import plateau as plateau_lib
 from transformer_jax.studies import report
 from transformer_jax.studies import schedule
 from transformer_jax.studies import study as study_lib
@@ -109,49 +110,74 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
     `progress` prints a line per variant and each verdict (a new one on stdout if None)."""
     if jobs > 1 and any(experiment is None for _, _, experiment in studies):
         raise ValueError("jobs > 1 needs each study's experiment file (workers load it)")
-    found, linked = survey(studies)
-    planned = plan_lib.plan(found, linked, shard, jobs, size)
-    return schedule.Sweep(planned, found, size, shard,
-                          progress or terminal.JobProgress()).run(jobs)
+    progress = progress or terminal.JobProgress()
+    reported, pending, budgets = {}, list(studies), {}
+    while pending:  # a stage of every study; then again those a plateau budget extends
+        found, linked = survey(pending, budgets)
+        planned = plan_lib.plan(found, linked, shard, jobs, size)
+        stage = schedule.Sweep(planned, found, size, shard, progress)
+        reported.update(stage.run(jobs))
+        budgets = stage.extended
+        pending = [entry for entry in pending if entry[0].name in budgets]
+        if pending:
+            progress.next_stage()
+    return reported
 
 
-def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]]
+def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]],
+           budgets: Optional[dict[str, int]] = None
            ) -> tuple[list[plan_lib.Found], plan_lib.Linked]:
     """Each study's workdir made ready (every run's config checked before anything runs,
     identical runs linked: `link_identical_runs`) and its ended runs read, for `plan.plan`;
-    with the (study, variant) -> studies linking to its runs map."""
+    with the (study, variant) -> studies linking to its runs map. `budgets`: study name -> the
+    next stage of its plateau budget, decided by the sweep's previous stage."""
     found, owners, linked = [], {}, {}
     for study, workdir, experiment in studies:
         if study.evaluate is not None:  # a trained checkpoint's study: nothing to train
             raise study_lib.ConfigError(
                 f"study {study.name!r} is evaluation-only: run python -m "
                 f"transformer_jax.studies.evaluate --experiment={experiment or 'FILE'}")
-        configs = {run: study.config(*run) for run in study.runs()}
+        root = Path(workdir)
+        budget = (budgets or {}).get(study.name) or plateau_budget(study, root)
+        configs = {run: study.config(*run, budget) for run in study.runs()}
         for config in configs.values():
             check_config(config)
         root = workdir_lib.prepare(workdir, {"study": study.name,
                                              "runs": [list(r) for r in study.runs()]})
         board.write_view(study, root, list(configs.values()))
-        shared = link_identical_runs(study.name, root, configs, owners, linked)
+        shared = link_identical_runs(study.name, root, configs, owners, linked,
+                                     own=study.plateau is not None)
         ended = {(v, s) for v, s in study.runs()
-                 if has_ended(workdir_lib.read_status(root / v / f"seed_{s}"))}
-        found.append(plan_lib.Found(study, root, experiment, frozenset(ended), frozenset(shared)))
+                 if has_ended(workdir_lib.read_status(root / v / f"seed_{s}"), budget)}
+        found.append(plan_lib.Found(study, root, experiment, frozenset(ended), frozenset(shared),
+                                    budget))
     return found, linked
+
+
+def plateau_budget(study: study_lib.Study, root: Path) -> Optional[int]:
+    """The stage a plateau study's runs train to (None: no plateau budget): the largest
+    train.num_steps its runs were sent to, so a resumed sweep goes on where it was."""
+    if study.plateau is None:
+        return None
+    return plateau_lib.budget_of([root / v / f"seed_{s}" for v, s in study.runs()],
+                                 study.plateau.first)
 
 
 def link_identical_runs(name: str, root: Path, configs: dict[tuple[str, int], Any],
                         owners: dict[str, tuple[str, str, Path]],
-                        linked: dict[tuple[str, str], set[str]]) -> set[tuple[str, int]]:
+                        linked: dict[tuple[str, str], set[str]], own: bool = False
+                        ) -> set[tuple[str, int]]:
     """Runs of study `name` ((variant, seed) -> config) whose config equals a run seen before
     (an earlier study's, or an earlier variant's) are trained once: root/<variant>/seed_<n>
     becomes a relative symlink to the first one's directory. Returns the (variant, seed) runs so
     linked. A run directory that already exists is kept as it is (trained before; never
     replaced), and a link whose run now differs is refused: remove the link to train that run
     on its own. `owners` (config -> study, variant, run dir) and `linked` ((study, variant) ->
-    studies linking to it) grow across studies."""
+    studies linking to it) grow across studies. `own`: share runs within the study only (a
+    plateau study extends its runs, which must not move another study's)."""
     shared = set()
     for (variant, seed), config in configs.items():
-        key = json.dumps(config.to_dict(), sort_keys=True, default=repr)
+        key = (name if own else "") + json.dumps(config.to_dict(), sort_keys=True, default=repr)
         run = root / variant / f"seed_{seed}"
         owner = owners.get(key)
         if owner is None or (run.exists() and not run.is_symlink()):

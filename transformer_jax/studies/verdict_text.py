@@ -12,6 +12,10 @@ from transformer_jax.studies.study import RATES, Comparison, Measure
 VERDICT_HEADER = ["expected", "per-seed values", "effect", "95 % interval", "threshold", "verdict"]
 PROBES_TITLE, ANALYSIS_TITLE = "## Step-0 probes (no training)", "## Analysis"
 TUNING_TITLE = "## Tuned arms"
+PLATEAU_TITLE = "## Budget: to the plateau"
+STOPPED = {"flattened": "every judged arm had flattened",
+           "cap": "the cap stopped it: an arm was still gaining",
+           "extend": "not finished: the rule asked for more steps"}
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -206,6 +210,25 @@ def tuning_lines(record: dict[str, Any]) -> list[str]:
     return lines
 
 
+def plateau_lines(record: dict[str, Any]) -> list[str]:
+    """'## Budget: to the plateau': the rule, the budget reached and why it stopped there, and
+    each judged arm's late gain at every stage (no plateau budget: [])."""
+    p = record.get("plateau")
+    if not p:
+        return []
+    stages = p["stages"]
+    gain = lambda a: "— (every run diverged)" if a["late_gain"] is None else (
+        f"{a['late_gain']:+.4g}" + ("" if a["flattened"] else " (still gaining)"))
+    return [PLATEAU_TITLE, "",
+            f"Every run trained {p['first']} steps, then {p['step']} more at a time (constant "
+            f"learning rate after the warm-up) until each arm an expectation on {p['metric']} "
+            f"judges gained at most {p['amount']:g} over its last 20 % of steps (mean over its "
+            f"seeds), or {p['cap']} steps. **Budget reached: {p['budget']} steps; "
+            f"{STOPPED[p['stopped_by']]}.**", "",
+            *table(["arm", *(f"late gain at {s['budget']}" for s in stages)],
+                   [[arm, *(gain(s["arms"][arm]) for s in stages)] for arm in p["arms"]]), ""]
+
+
 def sections(record: dict[str, Any]) -> list[str]:
     """The probes' and the analyses' markdown, each under its heading (none: [])."""
     lines = []
@@ -222,7 +245,7 @@ def verdict_markdown(record: dict[str, Any], curves: str = "curves.png") -> str:
     lines = [f"# {record['study']}", "", f"**Claim.** {record['claim']}", "",
              f"**Published.** {record['published']}", "", *expectations_table(record), "",
              overall_line(record), "", notes(record), "", f"![curves]({curves})", ""]
-    return "\n".join(lines + tuning_lines(record) + sections(record))
+    return "\n".join(lines + plateau_lines(record) + tuning_lines(record) + sections(record))
 
 
 def checks(record: dict[str, Any]) -> list[CheckResult]:

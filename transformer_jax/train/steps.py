@@ -33,21 +33,34 @@ def make_optimizer(train: TrainConfig) -> tuple[optax.GradientTransformation, op
 
     Warm-up: lr(t) = peak · (t + 1) / (warmup + 1) for t = 0 .. warmup, as nanoGPT does, so the
     first step already learns (from 0 it would be a wasted step); then cosine decay to
-    peak · end_learning_rate_factor at `num_steps`. Without warm-up the first step is at peak.
+    peak · end_learning_rate_factor at `num_steps` (train.schedule "constant": peak from there
+    on). Without warm-up the first step is at peak.
 
     Weight decay applies to weight matrices (kernels, embedding and position tables), not to
     biases or norm scales. It goes by name, since stacked layers give biases two dimensions.
     """
-    schedule = optax.warmup_cosine_decay_schedule(
-        init_value=train.learning_rate / (train.warmup_steps + 1), peak_value=train.learning_rate,
-        warmup_steps=train.warmup_steps,
-        decay_steps=train.num_steps, end_value=train.learning_rate * train.end_learning_rate_factor)
+    schedule = learning_rate_schedule(train)
     decay_mask = lambda params: jax.tree_util.tree_map_with_path(
         lambda path, _: path[-1].key in DECAYED, params)  # params: a pure dict
     adamw = optax.adamw(schedule, b1=train.b1, b2=train.b2, weight_decay=train.weight_decay,
                         mask=decay_mask)
     clip = optax.clip_by_global_norm(train.grad_clip_norm) if train.grad_clip_norm > 0 else optax.identity()
     return optax.chain(clip, adamw), schedule
+
+
+def learning_rate_schedule(train: TrainConfig) -> optax.Schedule:
+    """The warm-up, then train.schedule: "cosine" decays over train.num_steps (an extended run
+    follows the longer decay from where it resumes); "constant" stays at the peak, a function of
+    the step alone, so a run extended from B to 2B steps is the run trained straight to 2B."""
+    start = train.learning_rate / (train.warmup_steps + 1)
+    if train.schedule == "constant":
+        return optax.join_schedules([optax.linear_schedule(start, train.learning_rate,
+                                                           train.warmup_steps),
+                                     optax.constant_schedule(train.learning_rate)],
+                                    [train.warmup_steps])
+    return optax.warmup_cosine_decay_schedule(
+        init_value=start, peak_value=train.learning_rate, warmup_steps=train.warmup_steps,
+        decay_steps=train.num_steps, end_value=train.learning_rate * train.end_learning_rate_factor)
 
 
 def loss_and_metrics(logits: Array, batch: Batch, head: Head) -> tuple[Array, dict[str, Array]]:

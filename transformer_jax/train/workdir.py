@@ -126,9 +126,10 @@ def prepare(workdir: str, config: Mapping[str, Any], *, extend: bool = False) ->
 def _extend(path: Path, saved: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
     """Raises the run's train.num_steps to the config's: config.json takes the new value and
     config_history.json records the step the run resumes from (its newest checkpoint) and the
-    change. The optimizer's schedules are functions of train.num_steps, so from that step on
-    the cosine decay is the one of the new total (the LR jumps up there). Returns [] (nothing
-    else to refuse)."""
+    change. The cosine schedule is a function of train.num_steps, so from that step on the decay
+    is the one of the new total (the LR jumps up there); train.schedule "constant" is not, so
+    the extended run is the one trained straight to the new total. Returns [] (nothing else to
+    refuse)."""
     old, new = flatten(saved)[EXTENDABLE], flatten(config)[EXTENDABLE]
     status = read_status(path) or {}
     if status.get("state") == "diverged":
@@ -141,14 +142,17 @@ def _extend(path: Path, saved: Mapping[str, Any], config: Mapping[str, Any]) -> 
         if checkpoints.is_dir() else 0
     history_file = path / HISTORY_FILE
     history = config_history(path)
+    constant = flatten(config).get("train.schedule") == "constant"
     history.append({"step": step, "time": time.time(), "change": {EXTENDABLE: [old, new]},
-                    "schedule": f"recomputed for {new} steps: from step {step} on the learning "
+                    "schedule": "constant: the learning rate goes on as before" if constant else
+                                f"recomputed for {new} steps: from step {step} on the learning "
                                 f"rate follows the longer schedule"})
     write_json_atomic(history_file, {"changes": history})
     write_json_atomic(path / CONFIG_FILE, config)
-    logging.warning("--extend_to=%d: %s %d -> %d, resuming %s from step %d (the learning-rate "
-                    "schedule is recomputed for the new total); recorded in %s", new, EXTENDABLE,
-                    old, new, path, step, history_file)
+    logging.warning("--extend_to=%d: %s %d -> %d, resuming %s from step %d (%s); recorded in %s",
+                    new, EXTENDABLE, old, new, path, step,
+                    "the learning rate is constant: it goes on as before" if constant else
+                    "the learning-rate schedule is recomputed for the new total", history_file)
     return []
 
 
