@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +28,14 @@ def test_every_architecture_at_every_depth_and_expectations_across_depths(size):
     for variant in study.variants:
         config = study.config(variant, 0)
         _, model = check_config(config)
-        name, depth = depth_eval.NAME.match(variant).groups()
+        line, depth = depth_eval.NAME.match(variant).groups()
         assert model.num_layers == int(depth)
-        table.setdefault(name, set()).add(model.num_layers)
+        # a tuned arm's candidate at another rate or the article's width: its architecture's
+        name, width, rate = re.match(r"^(.+?)(?:_w(\d+))?(?:_lr([\d.e-]+))?$", line).groups()
+        assert config.train.learning_rate == float(rate or experiment.LEARNING_RATE)
+        assert model.d_model == int(width or study.base.model.d_model)
+        if line == name:
+            table.setdefault(name, set()).add(model.num_layers)
         # a careful arm is one of the probed architectures, trained with warm-up (and clipping)
         architecture, train = experiment.CAREFUL.get(name, (name, {}))
         assert (model.norm.value, model.residual) == \
@@ -39,9 +45,11 @@ def test_every_architecture_at_every_depth_and_expectations_across_depths(size):
             assert config.train.grad_clip_norm == train.get("train.grad_clip_norm", 0.0)
         else:
             assert config.train.warmup_steps == 0 and config.train.grad_clip_norm == 0.0
-        others = {k: v for k, v in config.train.items() if k not in ("warmup_steps", "grad_clip_norm")}
-        anchor = study.config(experiment.variant("pre_res", int(depth)), 0).train
-        assert others == {k: v for k, v in anchor.items() if k not in ("warmup_steps", "grad_clip_norm")}
+        own = ("warmup_steps", "grad_clip_norm", "learning_rate")
+        others = {k: v for k, v in config.train.items() if k not in own}
+        shallowest = experiment.SIZES[size]["depths"][0]
+        anchor = study.config(experiment.variant("pre_res", shallowest), 0).train
+        assert others == {k: v for k, v in anchor.items() if k not in own}
     assert set(table) == set(depth_eval.PROBED) | set(experiment.CAREFUL)
     assert len({frozenset(d) for d in table.values()}) == 1
     if size == "default":
@@ -49,6 +57,17 @@ def test_every_architecture_at_every_depth_and_expectations_across_depths(size):
     across = [e for e in study.expectations
               if e.b and e.a.rsplit("_L", 1)[0] == e.b.rsplit("_L", 1)[0]]
     assert len(across) >= 3  # flat (Pre-LN), collapses (no residual), degrades (Post-LN, no norm)
+    # issue 50: every tuned arm's candidates differ in the learning rate only, each arm a new
+    # verdict rests on has a flattened check, and the article's depth is there
+    for arm, names in study.tuned.items():
+        configs = [study.config(c, 0).to_dict() for c in names]
+        rates = sorted(c["train"].pop("learning_rate") for c in configs)
+        assert rates == list(experiment.LEARNING_RATES) and configs[0] == configs[1], arm
+    checked = {e.a for e in study.expectations if e.measure is study_lib.Measure.LATE_GAIN}
+    assert set(study.tuned) <= checked
+    assert experiment.SIZES[size]["article"][0] in {study.config(v, 0).model.num_layers
+                                                    for v in study.variants}
+    assert study.plateau.first == experiment.SIZES[size]["steps"]
 
 
 def made_up_runs() -> dict:
