@@ -3,7 +3,7 @@ any depth, Pre-LN's grows with depth, and a stack with residuals but no norm gro
 
 Run:  python -m transformer_jax.sweep --experiment=experiments/activation_range.py \
           --workdir=runs/activation_range --jobs=2
-(or the depth suite: scripts/run.sh --suite=depth; the mechanisms suite has no room for it
+(or the components suite: scripts/run.sh --suite=components; the mechanisms suite has no room for it
 within 30 minutes)
 
 Issue 51, item 2: "keeps activations in range" was never measured. Measured here:
@@ -106,5 +106,5 @@ def get_study(size: str) -> Study:
         base=base, variants=variants, seeds=s["seeds"],
         metrics=(RMS, "eval/accuracy", "eval/loss"),
         expectations=(*expectations(shallow, deep, START), *expectations(shallow, deep, None)),
-        suite="depth",  # for time: mechanisms is at 26 of its 30 minutes
+        suite="components",  # for time: mechanisms is at 26 of its 30 minutes
     )

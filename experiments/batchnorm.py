@@ -64,7 +64,7 @@ def get_study(size: str) -> Study:
                         f"layernorm_batch{small}", Comparison.BETTER, 0.05,
                         b=f"batchnorm_batch{small}"),
         ),
-        suite="depth",
+        suite="components",
         analyses=(batch_independence.make_analysis(independence_checks(large, small)),),
         amendments=(
             "5b85c94: the batch-independence checks 'identical, not merely close' failed by ~1e-5"

@@ -130,7 +130,7 @@ def get_study(size: str) -> Study:
         analyses=(cost_by_heads, head_roles.make_analysis(checks),
                   head_importance.make_analysis("accuracy", knockouts),
                   step_profile.make_analysis([name(h) for h in HEADS])),
-        suite="depth",  # with depth.py and batchnorm.py: the main job keeps its 10 minutes
+        suite="components",  # with batchnorm and induction: depth.py fills its own suite
     )
 
 

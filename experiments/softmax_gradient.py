@@ -3,7 +3,7 @@ vanishes, more so at larger d_k; and whether the harm is done at initialization 
 
 Run:  python -m transformer_jax.sweep --experiment=experiments/softmax_gradient.py \
           --workdir=runs/softmax_gradient --jobs=2
-(or the depth suite: scripts/run.sh --suite=depth, where it runs for time: the mechanisms
+(or the components suite: scripts/run.sh --suite=components, where it runs for time: the mechanisms
 suite would pass 30 minutes with it)
 
 `scaling` judges accuracy only; here the mechanism itself is judged (issue 51, item 1). The
@@ -127,5 +127,5 @@ def get_study(size: str) -> Study:
         base=base, variants={**arms(small), **arms(large)}, seeds=s["seeds"],
         metrics=("eval/accuracy", "eval/loss", QK_GRAD, ENTROPY),
         expectations=(*expectations(small, WELL_BELOW), *expectations(large, WELL_BELOW * FALLS)),
-        suite="depth",  # for time: the mechanisms suite has no room for it within 30 minutes
+        suite="components",  # for time: the mechanisms suite has no room for it within 30 minutes
     )

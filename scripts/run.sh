@@ -3,9 +3,10 @@
 # synthetic data the project generates itself. Creates .venv (repo root) when missing.
 #   scripts/run.sh [WORKDIR] [extra sweep flags, e.g. --size=large --jobs=1]
 #   scripts/run.sh --suite=lm [WORKDIR] [flags]   # the real-text studies (tiny Shakespeare)
-#   scripts/run.sh --suite=depth [WORKDIR] [flags]   # deep stacks, BatchNorm, heads
+#   scripts/run.sh --suite=depth [WORKDIR] [flags]   # deep stacks, to the plateau, up to 96 layers
+#   scripts/run.sh --suite=components [WORKDIR] [flags]   # BatchNorm, heads, induction, softmax gradient
 #   scripts/run.sh --suite=mechanisms [WORKDIR] [flags]   # causal mask, residual gradients, BatchNorm on text
-# --suite=main|lm|depth|mechanisms|all may stand anywhere; WORKDIR is the first other argument
+# --suite=main|lm|depth|components|mechanisms|all may stand anywhere; WORKDIR is the first other argument
 # when it is not a flag, by default runs/studies (main) or runs/<suite>_studies. The text of the lm suite:
 # --text_path=FILE (a sweep flag; '' = the TFDS dataset), else $TJ_SHAKESPEARE, else
 # ../shared/data/tinyshakespeare.txt if present, else the TFDS dataset (downloaded once).

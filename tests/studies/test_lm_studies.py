@@ -122,15 +122,18 @@ def test_suites_filter_the_studies_of_a_directory(size):
     assert lm == list(LM_STUDIES) and not main & set(LM_STUDIES)
     assert {"scaling", "positions"} <= main
     depth = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "depth")}
-    assert "depth" in depth and not depth & (main | set(lm))
+    assert depth == {"depth"} and not depth & (main | set(lm))  # alone: it fills its 30 minutes
+    components = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "components")}
+    assert {"heads", "induction"} <= components and not components & (main | set(lm) | depth)
     mechanisms = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "mechanisms")}
-    assert "causal_mask" in mechanisms and not mechanisms & (main | set(lm) | depth)
-    assert set(everything) == main | set(lm) | depth | mechanisms
+    assert "causal_mask" in mechanisms and not mechanisms & (main | set(lm) | depth | components)
+    assert set(everything) == main | set(lm) | depth | components | mechanisms
     # the main suite first, then each suite's studies together (suites by name)
     assert everything[:len(main)] == [n for n in everything if n in main]
     first_lm = everything.index(LM_STUDIES[0])
     assert everything[first_lm:first_lm + len(LM_STUDIES)] == list(LM_STUDIES)
-    with pytest.raises(ConfigError, match="--suite='nope' is not one of: main, lm, depth, mechanisms, all"):
+    with pytest.raises(ConfigError, match="--suite='nope' is not one of: main, lm, depth, components, "
+                                         "mechanisms, all"):
         sweep.select_studies(EXPERIMENTS, size, "nope")
 
 
@@ -143,6 +146,6 @@ def test_bad_suite_through_run_sh_is_one_line_and_exit_2(tmp_path, args):
                             text=True, timeout=120)
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode == 2 and len(errors) == 1, result.stderr
-    assert "--suite='nope' is not one of: main, lm, depth, mechanisms, all" in errors[0]
+    assert "--suite='nope' is not one of: main, lm, depth, components, mechanisms, all" in errors[0]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "w").exists() and not (REPO / "runs" / "nope_studies").exists()
