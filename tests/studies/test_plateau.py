@@ -193,3 +193,26 @@ def test_a_run_that_diverged_at_an_earlier_stage_stays_where_it_stopped(tmp_path
     task = jobs_lib.Task("s", str(tmp_path), None, "tiny", "v", (0, 1), 0, 20)
     assert {s: st["step"] for s, st in jobs_lib.diverged_runs(task).items()} == {1: 4}
     assert jobs_lib.diverged_runs(dataclasses.replace(task, steps=None)) == {}
+
+
+def _fixed_record(steps, late):
+    """A record of a study without a plateau budget: one judged metric, two variants."""
+    variants = [{"variant": name, "late_change": {"eval/accuracy": change, "eval/loss": None}}
+                for name, change in late.items()]
+    return {"budget": {"steps": steps},
+            "summary": {"judged_metrics": ["eval/accuracy"], "variants": variants}}
+
+
+def test_a_fixed_budget_says_so_and_shows_each_variants_late_change():
+    record = _fixed_record([9, 250], {
+        "a": {"change": 0.0421, "start": 200, "end": 250}, "b": None})
+    lines = verdict_text.plateau_lines(record)
+    assert lines[0] == verdict_text.FIXED_BUDGET_TITLE
+    assert "up to 250 steps" in lines[2] and "not run to the plateau" in lines[2]
+    assert "| a | +0.0421 (200→250) |" in lines and "| b | — |" in lines
+    assert "| variant | eval/accuracy: late change |" in lines  # the judged metric only
+
+
+def test_nothing_trained_or_measured_has_no_budget_section():
+    assert verdict_text.plateau_lines(_fixed_record([0], {"a": None})) == []  # evaluation-only
+    assert verdict_text.plateau_lines(_fixed_record([300], {"a": None, "b": None})) == []

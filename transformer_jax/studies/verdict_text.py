@@ -13,6 +13,7 @@ VERDICT_HEADER = ["expected", "per-seed values", "effect", "95 % interval", "thr
 PROBES_TITLE, ANALYSIS_TITLE = "## Step-0 probes (no training)", "## Analysis"
 TUNING_TITLE = "## Tuned arms"
 PLATEAU_TITLE = "## Budget: to the plateau"
+FIXED_BUDGET_TITLE = "## Budget: fixed"
 STOPPED = {"flattened": "every judged arm had flattened",
            "cap": "the cap stopped it: an arm was still gaining",
            "extend": "not finished: the rule asked for more steps"}
@@ -210,12 +211,38 @@ def tuning_lines(record: dict[str, Any]) -> list[str]:
     return lines
 
 
+def fixed_budget_lines(record: dict[str, Any]) -> list[str]:
+    """'## Budget: fixed' (a study without a plateau budget): that its verdicts compare the arms
+    at a fixed number of steps, and each variant's late change on the metrics they judge, so a
+    reader sees which arms were still learning there (a record without them: [])."""
+    steps, summary = record.get("budget", {}).get("steps"), record.get("summary", {})
+    judged = summary.get("judged_metrics", [])
+    rows = [[v["variant"], *(_late_change(v, m) for m in judged)] for v in summary.get("variants", [])]
+    if not any(steps or []) or all(cell == "—" for row in rows for cell in row[1:]):
+        return []  # nothing trained (an evaluation-only study), or no late change measured
+    budget = (f"{steps[0]} steps" if len(steps) == 1 else
+              f"up to {max(steps)} steps (a run that diverged stopped where it did)")
+    return [FIXED_BUDGET_TITLE, "",
+            f"Every run trained {budget}: a fixed budget, not run to the plateau (the study "
+            "sets no `plateau=`), so its verdicts compare the arms at that budget. Each variant's "
+            "change over its last 20 % of steps on the metrics the verdicts judge: near 0, it had "
+            "flattened; far from 0, its final value measures how fast it learns as well as how "
+            "far.", "", *table(["variant", *(f"{m}: late change" for m in judged)], rows), ""]
+
+
+def _late_change(variant: dict[str, Any], metric: str) -> str:
+    found = variant.get("late_change", {}).get(metric)
+    if not found or found.get("change") is None:
+        return "—"
+    return f"{found['change']:+.4g} ({found['start']}→{found['end']})"
+
+
 def plateau_lines(record: dict[str, Any]) -> list[str]:
     """'## Budget: to the plateau': the rule, the budget reached and why it stopped there, and
-    each judged arm's late gain at every stage (no plateau budget: [])."""
+    each judged arm's late gain at every stage (no plateau budget: the fixed budget's lines)."""
     p = record.get("plateau")
     if not p:
-        return []
+        return fixed_budget_lines(record)
     stages = p["stages"]
     gain = lambda a: "— (every run diverged)" if a["late_gain"] is None else (
         f"{a['late_gain']:+.4g}" + ("" if a["flattened"] else " (still gaining)"))
