@@ -2,6 +2,7 @@
 Shakespeare, and the sweep's --suite filter that keeps them out of the main job."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from transformer_jax.studies.study import load_study
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
 LM_STUDIES = ("lm_positions", "lm_scaling", "lm_bfloat16", "lm_heads")
+SEEDS = (0, 1)
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +29,10 @@ def lm_suite(tmp_path_factory, shakespeare_file, tj_data_dir, compilation_cache)
     name -> (study, root, reported)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TJ_SHAKESPEARE", shakespeare_file)
-        studies = {name: load_study(EXPERIMENTS / f"{name}.py", "tiny") for name in LM_STUDIES}
+        # Two seeds each, where the studies run 3 or 5: every path a second seed takes (intervals,
+        # the analyses' per-seed and seed-pair rows) at fewer per-seed analyses and checkpoints.
+        studies = {name: dataclasses.replace(load_study(EXPERIMENTS / f"{name}.py", "tiny"),
+                                             seeds=SEEDS) for name in LM_STUDIES}
     base = tmp_path_factory.mktemp("lm_suite")
     for study in studies.values():
         assert study.suite == "lm" and study.base.data.text_path == shakespeare_file
