@@ -284,7 +284,7 @@ def get_study(size: str) -> Study:
             "e23a1b8: " + FLATTENED_ADDED + "; the depth page already showed pre_res still "
             "gaining ≈ 0.04 over its last 50 steps when the amount was fixed (by FLAT_ACCURACY's "
             "rule, not by that)",
-            "XXXXXXX (issue 50): every run at a constant learning rate after the warm-up and "
+            "6db7b89 (issue 50): every run at a constant learning rate after the warm-up and "
             "to the plateau (first stage 250 steps, then 75 more up to the cap), the arms the new "
             "verdicts rest on tuned over 1e-3 and 3e-3, and 96-layer arms; the registered "
             "expectations unchanged, judged again at the budget reached; new ones beside them",
