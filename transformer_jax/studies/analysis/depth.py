@@ -29,6 +29,7 @@ from transformer_jax.train.figures import file_pyplot
 
 METRIC = "eval/accuracy"
 DODGE = 0.06  # how far apart (in log2 layers) the architectures' points sit at one depth
+DODGE_SPAN = 0.36  # at most this far from the first to the last (many lines: closer together)
 DIVERGED_ACCURACY = 0.0  # what a diverged run counts as (experiments/depth.py: FAILED)
 CSV_FILE, PLOT_FILE = "accuracy_by_depth.csv", "accuracy_by_depth.png"
 PROBE_FILE = "probe_token_similarity_by_depth.png"
@@ -106,14 +107,15 @@ def _plot(points, path: Path) -> list[str]:
     architectures sit side by side at each depth (bands of six lines would overlap)."""
     plt = file_pyplot()
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    fig, ax = plt.subplots()
     styles = plots.variant_styles({a: {} for a in points})
     for k, (architecture, per_depth) in enumerate(points.items()):
         depths = np.array(sorted(per_depth))
         mean = np.array([per_depth[d]["mean"] for d in depths])
         low, high = bounds.clip_to_bounds(METRIC, np.array([per_depth[d]["low"] for d in depths]),
                                           np.array([per_depth[d]["high"] for d in depths]))
-        dodge = 2.0 ** (DODGE * (k - (len(points) - 1) / 2))  # x is log 2: a constant shift
+        step = min(DODGE, DODGE_SPAN / max(len(points) - 1, 1))
+        dodge = 2.0 ** (step * (k - (len(points) - 1) / 2))  # x is log 2: a constant shift
         ax.errorbar(depths * dodge, mean, yerr=[mean - low, high - mean], capsize=3,
                     label=architecture, **styles[architecture])
     ax.set_xscale("log", base=2)
@@ -122,11 +124,19 @@ def _plot(points, path: Path) -> list[str]:
     ax.set_title("final accuracy by depth", fontsize=12)
     ax.set(xlabel="layers (log scale)", ylabel=f"final {METRIC} [fraction]", ylim=(-0.02, 1.02))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5), title_fontsize=9,
-              title="architecture\n(bar: 95 % t-interval\nover seeds, the verdicts',\n"
-                    "clipped to [0, 1])")
-    fig.tight_layout()
-    fig.savefig(path, dpi=plots.DPI)
+    # Below the axes, three to a row: a legend beside them squeezed the axes once the study had
+    # twenty lines. The figure grows by the legend's rows, so the axes keep their height.
+    rows = -(-len(points) // 3)
+    axes_in, label_in, top_in, legend_in = 2.65, 0.55, 0.4, 0.5 + 0.22 * rows  # inches
+    height = top_in + axes_in + label_in + legend_in
+    fig.set_size_inches(8.5, height)
+    fig.subplots_adjust(left=0.09, right=0.98, top=1 - top_in / height,
+                        bottom=(label_in + legend_in) / height)
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -label_in / axes_in),
+              title_fontsize=9, ncol=min(3, len(points)),
+              title="architecture (bar: 95 % t-interval over seeds, the verdicts', clipped to "
+                    "[0, 1])")
+    fig.savefig(path, dpi=plots.DPI, bbox_inches="tight")  # the legend's longest names too
     plt.close(fig)
     return [text.get_text() for text in ax.get_legend().get_texts()]
 
