@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.page import write_or_check  # scripts/ is on the path: this file's folder
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "experiments" / "results"
 PAGE = REPO / "docs" / "pretrained.md"
@@ -78,14 +80,7 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.check:
-        if new != old:
-            print(f"error: {args.page} is out of date: run python scripts/pretrained_page.py",
-                  file=sys.stderr)
-            return 1
-        return 0
-    args.page.write_text(new)
-    return 0
+    return write_or_check(args.page, old, new, args.check, "python scripts/pretrained_page.py")
 
 
 if __name__ == "__main__":

@@ -238,13 +238,18 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.check:
+    return write_or_check(args.page, old, new, args.check, "python scripts/bench/page.py")
+
+
+def write_or_check(page: Path, old: str, new: str, check: bool, command: str) -> int:
+    """A generated page's last step (this script's and scripts/pretrained_page.py's): --check
+    writes nothing and exits 1 when the page is out of date; else the page is written."""
+    if check:
         if new != old:
-            print(f"error: {args.page} is out of date: run python scripts/bench/page.py",
-                  file=sys.stderr)
+            print(f"error: {page} is out of date: run {command}", file=sys.stderr)
             return 1
         return 0
-    args.page.write_text(new)
+    page.write_text(new)
     return 0
 
 
