@@ -231,10 +231,14 @@ def fixed_budget_lines(record: dict[str, Any]) -> list[str]:
 
 
 def _late_change(variant: dict[str, Any], metric: str) -> str:
-    found = variant.get("late_change", {}).get(metric)
+    return late_change_cell(variant.get("late_change", {}).get(metric), digits=4)
+
+
+def late_change_cell(found: Optional[dict[str, Any]], digits: int = 3) -> str:
+    """A variant's late change as a table cell: '+0.0421 (200→250)', '—' where none."""
     if not found or found.get("change") is None:
         return "—"
-    return f"{found['change']:+.4g} ({found['start']}→{found['end']})"
+    return f"{found['change']:+.{digits}g} ({found['start']}→{found['end']})"
 
 
 def plateau_lines(record: dict[str, Any]) -> list[str]:
@@ -334,8 +338,7 @@ def summary_table(record: dict[str, Any]) -> list[str]:
                      f"{v['diverged']}/{v['runs']}",
                      *(metric_cell(v["metrics"][m], m) for m in s["metrics"]),
                      *("never" if v["speed"][m] is None else str(v["speed"][m]) for m in judged),
-                     *("—" if c is None else f"{c['change']:+.3g} ({c['start']}→{c['end']})"
-                       for c in late)])
+                     *(late_change_cell(c) for c in late)])
     return table(header, rows)
 
 
