@@ -104,6 +104,10 @@ def get_study(size: str) -> Study:
             "5 %)' committed together with their measured result (DyT 0.986 vs LayerNorm 0.979), "
             "not before it",
             "e23a1b8: " + FLATTENED_ADDED,
+            "adc3b5a (issue 50): every run at a constant learning rate after its warm-up (was a "
+            "cosine decay) and to the plateau (300 steps, then 100 more up to a cap of 500); "
+            "the registered expectations unchanged, judged again at the budget reached; "
+            "flattened checks on the three arms without one beside them",
         ),
         probes=write_probes,
     )
