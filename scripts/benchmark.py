@@ -87,6 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--variants", default="", help="comma-separated names (default: all)")
     profile.add_argument("--rounds", type=int, default=6)
     profile.add_argument("--chunk", type=int, default=50, help="steps per worker per round")
+    profile.add_argument("--smoke", action="store_true",
+                         help="the suite's --smoke shapes, for tests (seconds)")
     profile.set_defaults(mode=_profile)
     ops = modes.add_parser("ops", parents=[out, text], help="trace that configuration's train "
                            "step and show where its time goes, kernel by kernel (op_profile)")
@@ -149,7 +151,8 @@ def _profile(args) -> int:
               f"{math.lcm(*(profiling.steps_per_call(n) for n in names))}", file=sys.stderr)
         return 2
     result = profiling.profile(names, os.path.abspath(args.text_path), args.data_dir,
-                               rounds=args.rounds, chunk=args.chunk, log=_log)
+                               rounds=args.rounds, chunk=args.chunk, log=_log,
+                               settings=SIZES["smoke"].charlm if args.smoke else None)
     print(f"\n== where the charlm step's time goes (load {os.getloadavg()[0]:.1f}) ==")
     print(profiling.format_table(result))
     _emit({"profile": result}, "profile", args.out)

@@ -18,6 +18,10 @@ change the committed studies' results.
 
     python scripts/benchmark.py profile [--rounds 6 --chunk 50]
     python scripts/benchmark.py profile --variants xla_vector_512,xla_no_ynn
+    python scripts/benchmark.py profile --smoke --rounds 1 --chunk 10   # tiny shapes (the tests')
+
+`settings` (the run's configs/lm.py settings beside the variant's, e.g. the suite's --smoke
+shapes) reach each worker as JSON on its command line.
 """
 from __future__ import annotations
 
@@ -113,17 +117,20 @@ def params_digest(params: Any) -> str:
 
 # --- worker side ---------------------------------------------------------------------------------
 
-def _make_runner(kind: str, text_path: str, data_dir: str, model_settings: dict[str, str]
+def _make_runner(kind: str, text_path: str, data_dir: str, model_settings: dict[str, str],
+                 settings: Optional[dict[str, Any]] = None
                  ) -> tuple[Callable[[int], None], Callable[[], Optional[str]]]:
-    """Builds one variant of the charlm step (with the model.* settings given); returns run(n),
-    which trains n more steps, and digest(), the parameters' digest now (None for PyTorch's)."""
+    """Builds one variant of the charlm step (the run's `settings`, then the variant's model.*
+    settings); returns run(n), which trains n more steps, and digest(), the parameters' digest
+    now (None for PyTorch's)."""
     import jax
 
     from transformer_jax.train import steps
     from bench import setups
 
     kind, _, passes = kind.partition("_mb")  # _mbN: train.microbatches=N, not configs/lm.py's
-    settings = {f"model.{field}": value for field, value in model_settings.items()}
+    settings = {**(settings or {}),
+                **{f"model.{field}": value for field, value in model_settings.items()}}
     if passes:
         settings["train.microbatches"] = int(passes)
     run = setups.CharLM().override(settings)
@@ -188,7 +195,8 @@ def _torch_runner(threads: int, ours, batch: Callable[[], dict]) -> Callable[[in
 
 
 def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int,
-                model_settings: dict[str, str]) -> None:
+                model_settings: dict[str, str],
+                settings: Optional[dict[str, Any]] = None) -> None:
     """Protocol: prints 'ready' after compiling; then per stdin line 'N' runs N steps and prints
     one JSON line {wall, cpu, sys, digest, peak_mib} (the parameters' digest, taken after the
     timing; the process's peak resident memory so far); an empty line or EOF ends it.
@@ -199,7 +207,7 @@ def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int,
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     t0 = time.perf_counter()
-    run, digest = _make_runner(kind, text_path, data_dir, model_settings)
+    run, digest = _make_runner(kind, text_path, data_dir, model_settings, settings)
     run(warm_steps)  # compiles (and warms up caches)
     print(json.dumps({"ready": True, "setup_s": time.perf_counter() - t0}), file=protocol, flush=True)
     for line in sys.stdin:
@@ -216,7 +224,8 @@ def worker_main(kind: str, text_path: str, data_dir: str, warm_steps: int,
 # --- driver side ---------------------------------------------------------------------------------
 
 class Worker:
-    def __init__(self, name: str, text_path: str, data_dir: str, warm_steps: int):
+    def __init__(self, name: str, text_path: str, data_dir: str, warm_steps: int,
+                 settings: Optional[dict[str, Any]] = None):
         variant = VARIANTS[name]
         env = worker_env(dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
         env["XLA_FLAGS"] = worker_xla_flags(env.get("XLA_FLAGS", ""), variant)
@@ -225,7 +234,8 @@ class Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.profiling", "--worker", variant.kind,
              "--text_path", text_path, "--data_dir", data_dir, "--warm_steps", str(warm_steps),
-             *(f"--model={field}={value}" for field, value in variant.model)],
+             *(f"--model={field}={value}" for field, value in variant.model),
+             "--settings", json.dumps(settings or {})],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
             env=env)
 
@@ -256,7 +266,8 @@ class Worker:
 
 
 def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 6,
-            chunk: int = 50, group_size: int = 8, log=print) -> dict[str, dict[str, Any]]:
+            chunk: int = 50, group_size: int = 8, log=print,
+            settings: Optional[dict[str, Any]] = None) -> dict[str, dict[str, Any]]:
     """Runs the variants in turns; returns {name: {ms_per_step, ratio_vs_trainer, ...}}, and
     for an `xla_*` or `model_*` variant also its reference (the same program without the
     option, run in the same group), ratio_vs_reference, same_arithmetic and `changes` (what
@@ -267,12 +278,12 @@ def profile(names: list[str], text_path: str, data_dir: str = "", rounds: int = 
     """
     from bench import setups
     # the dataset the workers read (_make_runner's), prepared once, here, not by several at once
-    data = setups.CharLM().config.data
+    data = setups.CharLM().override(settings or {}).config.data
     setups.text_dataset(text_path, data.seq_len, data.num_eval, data_dir=data_dir)
     out: dict[str, dict[str, Any]] = {}
     for g, group in enumerate(groups(names, group_size)):
         log(f"profile group {g + 1}: {', '.join(group)}")
-        samples = _run_group(group, text_path, data_dir, rounds, chunk, log)
+        samples = _run_group(group, text_path, data_dir, rounds, chunk, log, settings)
         for name, s in samples.items():
             if name not in out:  # a baseline or reference run in several groups: the first
                 out[name] = _result(s, samples["trainer"], chunk)
@@ -331,11 +342,13 @@ def _versus(samples: list[dict], reference: list[dict]) -> dict[str, Any]:
 
 
 def _run_group(names: list[str], text_path: str, data_dir: str, rounds: int, chunk: int,
-               log) -> dict[str, list[dict[str, float]]]:
+               log, settings: Optional[dict[str, Any]] = None
+               ) -> dict[str, list[dict[str, float]]]:
     workers: list[Worker] = []
     try:
         for i in range(0, len(names), 3):  # start three at a time: compiling is CPU-bound
-            started = [Worker(n, text_path, data_dir, warm_steps=chunk) for n in names[i:i + 3]]
+            started = [Worker(n, text_path, data_dir, warm_steps=chunk, settings=settings)
+                       for n in names[i:i + 3]]
             workers += started
             for w in started:
                 log(f"  worker {w.name}: ready after {w.read()['setup_s']:.1f} s")
@@ -378,6 +391,8 @@ if __name__ == "__main__":
     parser.add_argument("--warm_steps", type=int, default=50)
     parser.add_argument("--model", action="append", default=[],
                         help="FIELD=VALUE, a model.* setting")
+    parser.add_argument("--settings", default="{}",
+                        help="JSON {section.field: value}: the run's configs/lm.py settings")
     a = parser.parse_args()
     worker_main(a.worker, a.text_path, a.data_dir, a.warm_steps,
-                dict(setting.split("=", 1) for setting in a.model))
+                dict(setting.split("=", 1) for setting in a.model), json.loads(a.settings))

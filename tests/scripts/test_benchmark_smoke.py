@@ -25,7 +25,7 @@ BACKGROUND = {
         [sys.executable, BENCHMARK, "suite", "--smoke", "--text_path", paths.shakespeare,
          "--data_dir", paths.data_dir], TIMEOUT_S)),
     "benchmark_profile": (("test_profile_races_a_variant_against_the_trainer",), lambda paths: (
-        [sys.executable, BENCHMARK, "profile", "--variants", "xla_vector_512",
+        [sys.executable, BENCHMARK, "profile", "--smoke", "--variants", "xla_vector_512",
          "--rounds", "1", "--chunk", "10", "--text_path", paths.shakespeare,
          "--data_dir", paths.data_dir], TIMEOUT_S)),
     "benchmark_missing_text": (("test_missing_text_is_a_one_line_error",), lambda paths: (
@@ -54,7 +54,8 @@ def test_smoke_run_prints_tables_and_a_json_line(shakespeare_file):
 
 
 def test_profile_races_a_variant_against_the_trainer(shakespeare_file):
-    """`profile`: a worker per variant (here an XLA option, which brings its reference `scan_10`,
+    """`profile --smoke` (the suite's smoke shapes): a worker per variant (here an XLA option,
+    which brings its reference `scan_10`,
     10 steps per call: two variants from one name), measured in turns against the trainer's loop.
     One named variant suffices: another worker would take no path this one does not."""
     proc = BACKGROUND_RUNS.result("benchmark_profile")
