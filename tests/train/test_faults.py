@@ -4,7 +4,8 @@ bounded checkpoint retention, flat memory over many steps.
 The interrupted runs are the tiny synthetic model for 24 steps with a checkpoint every 4 steps
 and an evaluation after every step (FAULT_OVERRIDES): slow enough (a few steps per second) that a
 signal sent after a checkpoint at least 8 steps before the end lands mid-run. Their results are
-compared bitwise with an uninterrupted run of the same config.
+compared bitwise with an uninterrupted run of the same config (trained in the test process: the
+same trainer, and the same program, which the runs find in the compilation cache).
 """
 from __future__ import annotations
 
@@ -57,11 +58,13 @@ def _losses(workdir) -> dict[str, list]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, tj_data_dir):
+def reference(tmp_path_factory, tj_data_dir, compilation_cache):
     """The uninterrupted run: (workdir, newest checkpoint's step and state)."""
+    from transformer_jax import train
+
     workdir = tmp_path_factory.mktemp("reference") / "run"
-    proc = run_main(_args(workdir, tj_data_dir))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # in this process (no interpreter to start): `main` trains with train_and_evaluate too
+    assert train.train_and_evaluate(_config(tj_data_dir), str(workdir))["state"] == "finished"
     assert _status(workdir)["state"] == "finished"
     return workdir, restore_newest(workdir, _config(tj_data_dir))
 
