@@ -168,6 +168,9 @@ def assert_trees_equal(actual, expected) -> None:
 # (overrides) can make it longer, so that it is still training when a has finished; `steps` sets
 # both variants'. Variant b differs only where the compiled program does not (it evaluates less
 # often): a run of b after one of a compiles nothing (the compilation cache has it).
+# The tests' longer runs all train LONG_SWEEP_STEPS steps: one more program to compile, not one
+# per test.
+LONG_SWEEP_STEPS = 72
 SWEEP_EXPERIMENT = '''
 from pathlib import Path
 from transformer_jax.studies.study import Comparison, Expectation, Study, load_config

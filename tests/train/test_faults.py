@@ -24,10 +24,10 @@ import pytest
 from transformer_jax.train import workdir as workdir_lib
 
 from conftest import ORBAX_LATE_CLOSE
-from helpers_train import (FAULT_OVERRIDES, REPO, SYNTHETIC, TIMEOUT_S, assert_trees_equal,
-                           checkpoint_steps, finish, main_args, restore_newest, run_main,
-                           start_main, sweep_command, sweep_logs, sweep_workers, tiny_config,
-                           tree_hashes, wait_for)
+from helpers_train import (FAULT_OVERRIDES, LONG_SWEEP_STEPS, REPO, SYNTHETIC, TIMEOUT_S,
+                           assert_trees_equal, checkpoint_steps, finish, main_args, restore_newest,
+                           run_main, start_main, sweep_command, sweep_logs, sweep_workers,
+                           tiny_config, tree_hashes, wait_for)
 
 pytestmark = [pytest.mark.usefixtures("compilation_cache"), ORBAX_LATE_CLOSE]
 
@@ -228,7 +228,7 @@ def _assert_no_worker_outlives(workers, count: int) -> None:
 
 
 def test_signals_to_a_parallel_sweep_with_an_idle_worker(tmp_path, tj_data_dir):
-    """One sweep's life, with two workers and variant b 2.5 times as long as a:
+    """One sweep's life, with two workers and variant b 3 times as long as a:
 
     1. SIGTERM once a has finished (its worker idle) and b has a checkpoint: b saves a
        checkpoint and stops as `preempted`, the idle worker does not die of the signal (that
@@ -241,7 +241,8 @@ def test_signals_to_a_parallel_sweep_with_an_idle_worker(tmp_path, tj_data_dir):
     (Both workers mid-run: test_sweep_interrupt; a sweep that trains in its own process, --jobs=1,
     resumes the same way: test_sweep's half-finished sweep; a run killed with -9 resumes exactly:
     test_kill_9_then_resume_equals_uninterrupted.)"""
-    command, root = sweep_command(tmp_path, tj_data_dir, jobs=2, b_changes={"train.num_steps": 60})
+    command, root = sweep_command(tmp_path, tj_data_dir, jobs=2,
+                                  b_changes={"train.num_steps": LONG_SWEEP_STEPS})
     b_run = root / "b" / "seed_0"
 
     log_path = tmp_path / "first.log"
@@ -255,7 +256,7 @@ def test_signals_to_a_parallel_sweep_with_an_idle_worker(tmp_path, tj_data_dir):
     _assert_no_worker_outlives(workers, 2)  # b's and a's idle one
     state = workdir_lib.read_status(b_run)
     preempted = state["step"]
-    assert state["state"] == "preempted" and preempted < 60, state
+    assert state["state"] == "preempted" and preempted < LONG_SWEEP_STEPS, state
     assert preempted in checkpoint_steps(b_run)
     finished_a = tree_hashes(root / "a")
 
@@ -279,7 +280,8 @@ def test_signals_to_a_parallel_sweep_with_an_idle_worker(tmp_path, tj_data_dir):
     resumed = RESUMING_RUN.findall(logs)
     assert sorted(set(v for v, _ in resumed)) == ["b"], resumed
     from_step = re.search(rf"resuming {b_run} from step (\d+)", result.stderr)
-    assert from_step and int(from_step[1]) > preempted, result.stderr[-3000:]  # the killed one's
+    # from a checkpoint that the killed sweep wrote
+    assert from_step and int(from_step[1]) > preempted, result.stderr[-3000:]
     rows = (root / "summary.csv").read_text().splitlines()[1:]
     assert sorted(r.split(",")[:3] for r in rows) == [
         ["a", "0", "finished"], ["a", "1", "finished"], ["b", "0", "finished"], ["b", "1", "finished"]]
