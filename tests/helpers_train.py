@@ -164,8 +164,13 @@ def assert_trees_equal(actual, expected) -> None:
 
 
 # A two-variant study of the tiny synthetic model for the sweep fault tests (test_faults,
-# test_sweep_interrupt): 24 steps, a checkpoint every 6; variant b's `b_changes` (overrides) can
-# make it longer, so that it is still training when a has finished; `steps` sets both variants'.
+# test_sweep_interrupt, test_slurm): 24 steps, a checkpoint every 6; variant b's `b_changes`
+# (overrides) can make it longer, so that it is still training when a has finished; `steps` sets
+# both variants'. Variant b differs only where the compiled program does not (it evaluates less
+# often): a run of b after one of a compiles nothing (the compilation cache has it).
+# The tests' longer runs all train LONG_SWEEP_STEPS steps: one more program to compile, not one
+# per test.
+LONG_SWEEP_STEPS = 72
 SWEEP_EXPERIMENT = '''
 from pathlib import Path
 from transformer_jax.studies.study import Comparison, Expectation, Study, load_config
@@ -176,7 +181,7 @@ def get_study(size):
     base.data.data_dir = {data_dir!r}
     base.train.update(num_steps={steps!r}, log_every=3, eval_every=2, checkpoint_every=6)
     return Study(name="interrupted", claim="c", published="p", base=base,
-                 variants={{"a": {{}}, "b": {{"model.attn_scale": False, **{b_changes!r}}}}},
+                 variants={{"a": {{}}, "b": {{"train.eval_every": 3, **{b_changes!r}}}}},
                  seeds=(0, 1), metrics=("eval/loss",),
                  expectations=(Expectation("t", "eval/loss", "a", Comparison.AT_MOST, 1e9),))
 '''

@@ -18,8 +18,8 @@ import pytest
 from transformer_jax.train import workdir as workdir_lib
 
 from conftest import ORBAX_LATE_CLOSE
-from helpers_train import (REPO, TIMEOUT_S, checkpoint_steps, sweep_command, sweep_logs,
-                           sweep_workers, wait_for)
+from helpers_train import (LONG_SWEEP_STEPS, REPO, TIMEOUT_S, checkpoint_steps, sweep_command,
+                           sweep_logs, sweep_workers, wait_for)
 
 pytestmark = [pytest.mark.usefixtures("compilation_cache"), ORBAX_LATE_CLOSE]
 
@@ -50,9 +50,9 @@ def _states(root) -> dict:
 def test_ctrl_c_checkpoints_and_resumes_a_second_ctrl_c_stops_at_once(tmp_path, tj_data_dir):
     import psutil
 
-    # 72 steps: neither variant can finish while the other one compiles and reaches its first
+    # 72 steps (LONG_SWEEP_STEPS): neither variant can finish while the other one compiles and reaches its first
     # checkpoint (at 24, a cold compilation cache let one finish first: a race, not a bug)
-    command, root = sweep_command(tmp_path, tj_data_dir, jobs=2, steps=72)
+    command, root = sweep_command(tmp_path, tj_data_dir, jobs=2, steps=LONG_SWEEP_STEPS)
 
     # 1. One Ctrl-C with both variants training: every run checkpoints, preempted; exit 0.
     log = tmp_path / "first.log"

@@ -4,7 +4,8 @@ bounded checkpoint retention, flat memory over many steps.
 The interrupted runs are the tiny synthetic model for 24 steps with a checkpoint every 4 steps
 and an evaluation after every step (FAULT_OVERRIDES): slow enough (a few steps per second) that a
 signal sent after a checkpoint at least 8 steps before the end lands mid-run. Their results are
-compared bitwise with an uninterrupted run of the same config.
+compared bitwise with an uninterrupted run of the same config (trained in the test process: the
+same trainer, and the same program, which the runs find in the compilation cache).
 """
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ import pytest
 from transformer_jax.train import workdir as workdir_lib
 
 from conftest import ORBAX_LATE_CLOSE
-from helpers_train import (FAULT_OVERRIDES, REPO, SYNTHETIC, TIMEOUT_S, assert_trees_equal,
-                           checkpoint_steps, finish, main_args, restore_newest, run_main,
-                           start_main, sweep_command, sweep_logs, sweep_workers, tiny_config,
-                           tree_hashes, wait_for)
+from helpers_train import (FAULT_OVERRIDES, LONG_SWEEP_STEPS, REPO, SYNTHETIC, TIMEOUT_S,
+                           assert_trees_equal, checkpoint_steps, finish, main_args, restore_newest,
+                           run_main, start_main, sweep_command, sweep_logs, sweep_workers,
+                           tiny_config, tree_hashes, wait_for)
 
 pytestmark = [pytest.mark.usefixtures("compilation_cache"), ORBAX_LATE_CLOSE]
 
@@ -57,11 +58,13 @@ def _losses(workdir) -> dict[str, list]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, tj_data_dir):
+def reference(tmp_path_factory, tj_data_dir, compilation_cache):
     """The uninterrupted run: (workdir, newest checkpoint's step and state)."""
+    from transformer_jax import train
+
     workdir = tmp_path_factory.mktemp("reference") / "run"
-    proc = run_main(_args(workdir, tj_data_dir))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # in this process (no interpreter to start): `main` trains with train_and_evaluate too
+    assert train.train_and_evaluate(_config(tj_data_dir), str(workdir))["state"] == "finished"
     assert _status(workdir)["state"] == "finished"
     return workdir, restore_newest(workdir, _config(tj_data_dir))
 
@@ -210,35 +213,65 @@ def test_memory_stays_flat(tmp_path, tj_data_dir, monkeypatch):
     assert growth_mb < 30, f"RSS grew {growth_mb:.1f} MB from step 101 to 250"
 
 
-def test_interrupted_sweep_completes_only_what_is_missing(tmp_path, tj_data_dir):
-    """kill -9 a sweep with two workers once variant a has finished and variant b (twice as long)
-    has a checkpoint: no worker outlives it, and the same command then finishes only what is
-    missing, leaves a's files untouched, and the report covers every run exactly once. (A sweep
-    that trains in its own process, --jobs=1, resumes the same way: test_sweep's half-finished
-    sweep; and a run killed with -9 resumes exactly: test_kill_9_then_resume_equals_uninterrupted.)"""
+def _a_finished_b_checkpointed(root, after: int = 0) -> bool:
+    states = [workdir_lib.read_status(root / "a" / f"seed_{s}") for s in (0, 1)]
+    return (all(s and s["state"] == "finished" for s in states)
+            and max(checkpoint_steps(root / "b" / "seed_0"), default=0) > after)
+
+
+def _assert_no_worker_outlives(workers, count: int) -> None:
     import psutil
 
-    jobs = 2
+    assert len(workers) == count, workers
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, f"workers outlived the sweep: {alive}"
 
-    command, root = sweep_command(tmp_path, tj_data_dir, jobs, {"train.num_steps": 48})
+
+def test_signals_to_a_parallel_sweep_with_an_idle_worker(tmp_path, tj_data_dir):
+    """One sweep's life, with two workers and variant b 3 times as long as a:
+
+    1. SIGTERM once a has finished (its worker idle) and b has a checkpoint: b saves a
+       checkpoint and stops as `preempted`, the idle worker does not die of the signal (that
+       broke the pool, and the sweep then hung at exit waiting for a worker that waited for
+       work), the sweep exits 0 leaving no worker behind.
+    2. The same command resumes both seeds of b from that checkpoint; kill -9 of the sweep once b
+       has a newer one: its worker does not outlive it, b is left `running`.
+    3. The same command finishes only what is missing: a's files untouched, b resumed from the
+       killed sweep's checkpoints, the report covers every run exactly once.
+    (Both workers mid-run: test_sweep_interrupt; a sweep that trains in its own process, --jobs=1,
+    resumes the same way: test_sweep's half-finished sweep; a run killed with -9 resumes exactly:
+    test_kill_9_then_resume_equals_uninterrupted.)"""
+    command, root = sweep_command(tmp_path, tj_data_dir, jobs=2,
+                                  b_changes={"train.num_steps": LONG_SWEEP_STEPS})
+    b_run = root / "b" / "seed_0"
+
     log_path = tmp_path / "first.log"
-
-    def a_finished() -> bool:
-        statuses = [workdir_lib.read_status(root / "a" / f"seed_{s}") for s in (0, 1)]
-        return all(s and s["state"] == "finished" for s in statuses)
-
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        wait_for(lambda: a_finished() and checkpoint_steps(root / "b" / "seed_0"), process,
-                 "variant a finished and a checkpoint of variant b", log_path=log_path)
+        wait_for(lambda: _a_finished_b_checkpointed(root), process,
+                 "a finished and a checkpoint of b", log_path=log_path)
+        workers = sweep_workers(process)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT_S) == 0, log_path.read_text()[-3000:]
+    _assert_no_worker_outlives(workers, 2)  # b's and a's idle one
+    state = workdir_lib.read_status(b_run)
+    preempted = state["step"]
+    assert state["state"] == "preempted" and preempted < LONG_SWEEP_STEPS, state
+    assert preempted in checkpoint_steps(b_run)
+    finished_a = tree_hashes(root / "a")
+
+    log_path = tmp_path / "second.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        wait_for(lambda: _a_finished_b_checkpointed(root, after=preempted), process,
+                 f"a checkpoint of b after step {preempted}", log_path=log_path)
         workers = sweep_workers(process)
         process.kill()
         process.wait(timeout=30)
-    assert len(workers) == (jobs if jobs > 1 else 0), workers
-    _, alive = psutil.wait_procs(workers, timeout=30)
-    assert not alive, f"workers outlived the killed sweep: {alive}"
-    assert workdir_lib.read_status(root / "b" / "seed_0")["state"] == "running"
-    finished_a = tree_hashes(root / "a")
+    _assert_no_worker_outlives(workers, 1)  # only b's task is left: the pool started one
+    assert RESUMING.findall(log_path.read_text()) == [str(preempted)] * 2  # b's two seeds
+    assert workdir_lib.read_status(b_run)["state"] == "running"
+
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S * 2)
     assert result.returncode == 0, result.stderr[-3000:]
     assert tree_hashes(root / "a") == finished_a  # finished runs untouched
@@ -246,42 +279,9 @@ def test_interrupted_sweep_completes_only_what_is_missing(tmp_path, tj_data_dir)
     assert "a, seeds [0, 1]: already finished" in logs, logs[-3000:]
     resumed = RESUMING_RUN.findall(logs)
     assert sorted(set(v for v, _ in resumed)) == ["b"], resumed
+    from_step = re.search(rf"resuming {b_run} from step (\d+)", result.stderr)
+    # from a checkpoint that the killed sweep wrote
+    assert from_step and int(from_step[1]) > preempted, result.stderr[-3000:]
     rows = (root / "summary.csv").read_text().splitlines()[1:]
     assert sorted(r.split(",")[:3] for r in rows) == [
         ["a", "0", "finished"], ["a", "1", "finished"], ["b", "0", "finished"], ["b", "1", "finished"]]
-
-
-def test_sigterm_to_a_parallel_sweep_with_an_idle_worker(tmp_path, tj_data_dir):
-    """SIGTERM to a sweep with two workers once variant a has finished (its worker idle) and b
-    (2.5 times as long) has a checkpoint: b saves a checkpoint and stops as `preempted`, the
-    idle worker does not die of the signal (that broke the pool, and the sweep then hung at exit
-    waiting for a worker that waited for work), the sweep exits 0 leaving no worker behind, and
-    the same command finishes b from its checkpoints. (Both workers mid-run: test_sweep_interrupt.)"""
-    import psutil
-
-    command, root = sweep_command(tmp_path, tj_data_dir, jobs=2, b_changes={"train.num_steps": 60})
-    log_path = tmp_path / "first.log"
-
-    def a_finished_b_checkpointed() -> bool:
-        states = [workdir_lib.read_status(root / "a" / f"seed_{s}") for s in (0, 1)]
-        return (all(s and s["state"] == "finished" for s in states)
-                and bool(checkpoint_steps(root / "b" / "seed_0")))
-
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        wait_for(a_finished_b_checkpointed, process, "a finished and a checkpoint of b",
-                 log_path=log_path)
-        workers = sweep_workers(process)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=TIMEOUT_S) == 0, log_path.read_text()[-3000:]
-    assert len(workers) == 2, workers
-    _, alive = psutil.wait_procs(workers, timeout=30)
-    assert not alive, f"workers outlived the sweep: {alive}"
-    state = workdir_lib.read_status(root / "b" / "seed_0")
-    assert state["state"] == "preempted" and state["step"] < 60, state
-    assert state["step"] in checkpoint_steps(root / "b" / "seed_0")
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S * 2)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert RESUMING.findall(result.stderr) == [str(state['step'])] * 2  # b's two seeds
-    rows = (root / "summary.csv").read_text().splitlines()[1:]
-    assert sorted(r.split(",")[2] for r in rows) == ["finished"] * 4
