@@ -207,6 +207,16 @@ def sweep_workers(process) -> list:
             if "resource_tracker" not in " ".join(p.cmdline())]
 
 
+def assert_no_worker_outlives(workers, count: int | None = None) -> None:
+    """The sweep's `workers` (sweep_workers, taken while it ran; `count` of them if given) are
+    all gone within 30 s of its end."""
+    import psutil
+
+    assert count is None or len(workers) == count, workers
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, f"workers outlived the sweep: {alive}"
+
+
 def sweep_logs(printed: str, root: Path) -> str:
     """What a sweep printed, and what its tasks logged into files of their own (if they do:
     <study>/<variant>/*.log)."""

@@ -55,8 +55,8 @@ def test_smoke_run_prints_tables_and_a_json_line(shakespeare_file):
 
 def test_profile_races_a_variant_against_the_trainer(shakespeare_file):
     """`profile --smoke` (the suite's smoke shapes): a worker per variant (here an XLA option,
-    which brings its reference `scan_10`,
-    10 steps per call: two variants from one name), measured in turns against the trainer's loop.
+    which brings its reference `scan_10`, 10 steps per call: two variants from one name),
+    measured in turns against the trainer's loop.
     One named variant suffices: another worker would take no path this one does not."""
     proc = BACKGROUND_RUNS.result("benchmark_profile")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -18,8 +18,8 @@ import pytest
 from transformer_jax.train import workdir as workdir_lib
 
 from conftest import ORBAX_LATE_CLOSE
-from helpers_train import (LONG_SWEEP_STEPS, REPO, TIMEOUT_S, checkpoint_steps, sweep_command,
-                           sweep_logs, sweep_workers, wait_for)
+from helpers_train import (LONG_SWEEP_STEPS, REPO, TIMEOUT_S, assert_no_worker_outlives,
+                           checkpoint_steps, sweep_command, sweep_logs, sweep_workers, wait_for)
 
 pytestmark = [pytest.mark.usefixtures("compilation_cache"), ORBAX_LATE_CLOSE]
 
@@ -48,10 +48,9 @@ def _states(root) -> dict:
 
 
 def test_ctrl_c_checkpoints_and_resumes_a_second_ctrl_c_stops_at_once(tmp_path, tj_data_dir):
-    import psutil
-
-    # 72 steps (LONG_SWEEP_STEPS): neither variant can finish while the other one compiles and reaches its first
-    # checkpoint (at 24, a cold compilation cache let one finish first: a race, not a bug)
+    # LONG_SWEEP_STEPS (72): neither variant can finish while the other one compiles and
+    # reaches its first checkpoint (at 24, a cold compilation cache let one finish first: a
+    # race, not a bug)
     command, root = sweep_command(tmp_path, tj_data_dir, jobs=2, steps=LONG_SWEEP_STEPS)
 
     # 1. One Ctrl-C with both variants training: every run checkpoints, preempted; exit 0.
@@ -63,8 +62,7 @@ def test_ctrl_c_checkpoints_and_resumes_a_second_ctrl_c_stops_at_once(tmp_path, 
     assert len(workers) == 2, workers
     _ctrl_c(process)
     assert process.wait(timeout=TIMEOUT_S) == 0, log.read_text()[-3000:]
-    _, alive = psutil.wait_procs(workers, timeout=30)
-    assert not alive, f"workers outlived the sweep: {alive}"
+    assert_no_worker_outlives(workers)
     text = log.read_text()
     assert text.count(ASKED) == 1 and "Traceback" not in text, text[-3000:]
     states = _states(root)
@@ -86,8 +84,7 @@ def test_ctrl_c_checkpoints_and_resumes_a_second_ctrl_c_stops_at_once(tmp_path, 
              log_path=log)
     _ctrl_c(process)
     code = process.wait(timeout=TIMEOUT_S)
-    _, alive = psutil.wait_procs(workers, timeout=30)
-    assert not alive, f"workers outlived the sweep: {alive}"
+    assert_no_worker_outlives(workers)
     text = log.read_text()
     assert code != 0 and "KeyboardInterrupt" in text, (code, text[-3000:])
     assert text.count(ASKED) == 1, text[-3000:]  # the second Ctrl-C did not ask again

@@ -25,7 +25,7 @@ from transformer_jax.train import workdir as workdir_lib
 
 from conftest import ORBAX_LATE_CLOSE
 from helpers_train import (FAULT_OVERRIDES, LONG_SWEEP_STEPS, REPO, SYNTHETIC, TIMEOUT_S,
-                           assert_trees_equal, checkpoint_steps, finish, main_args, restore_newest,
+                           assert_no_worker_outlives, assert_trees_equal, checkpoint_steps, finish, main_args, restore_newest,
                            run_main, start_main, sweep_command, sweep_logs, sweep_workers,
                            tiny_config, tree_hashes, wait_for)
 
@@ -219,14 +219,6 @@ def _a_finished_b_checkpointed(root, after: int = 0) -> bool:
             and max(checkpoint_steps(root / "b" / "seed_0"), default=0) > after)
 
 
-def _assert_no_worker_outlives(workers, count: int) -> None:
-    import psutil
-
-    assert len(workers) == count, workers
-    _, alive = psutil.wait_procs(workers, timeout=30)
-    assert not alive, f"workers outlived the sweep: {alive}"
-
-
 def test_signals_to_a_parallel_sweep_with_an_idle_worker(tmp_path, tj_data_dir):
     """One sweep's life, with two workers and variant b 3 times as long as a:
 
@@ -253,7 +245,7 @@ def test_signals_to_a_parallel_sweep_with_an_idle_worker(tmp_path, tj_data_dir):
         workers = sweep_workers(process)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=TIMEOUT_S) == 0, log_path.read_text()[-3000:]
-    _assert_no_worker_outlives(workers, 2)  # b's and a's idle one
+    assert_no_worker_outlives(workers, 2)  # b's and a's idle one
     state = workdir_lib.read_status(b_run)
     preempted = state["step"]
     assert state["state"] == "preempted" and preempted < LONG_SWEEP_STEPS, state
@@ -268,7 +260,7 @@ def test_signals_to_a_parallel_sweep_with_an_idle_worker(tmp_path, tj_data_dir):
         workers = sweep_workers(process)
         process.kill()
         process.wait(timeout=30)
-    _assert_no_worker_outlives(workers, 1)  # only b's task is left: the pool started one
+    assert_no_worker_outlives(workers, 1)  # only b's task is left: the pool started one
     assert RESUMING.findall(log_path.read_text()) == [str(preempted)] * 2  # b's two seeds
     assert workdir_lib.read_status(b_run)["state"] == "running"
 
