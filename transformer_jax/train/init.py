@@ -41,7 +41,7 @@ def init_model(cfg: ModelConfig, seed: int) -> tuple[nnx.GraphDef, dict]:
     statistics, which `steps.make_train_step` keeps out of the optimizer's hands).
     Initialization runs compiled: eagerly, the stacked layers' many small ops would cost seconds
     even for a tiny model."""
-    return _graphdef(cfg), jax.jit(functools.partial(_initial_params, cfg))(
+    return graphdef_of(cfg), jax.jit(functools.partial(_initial_params, cfg))(
         seed_stream(seed, Stream.PARAMS))
 
 
@@ -50,11 +50,17 @@ def init_states(cfg: ModelConfig, tx, seeds: Sequence[int]) -> tuple[nnx.GraphDe
     replica axis [R, ...]): for each seed, init_model's parameters, `tx.init` of them and step 0.
     One compiled program for all of them (vmapped over the seeds): initializing, stacking and
     the optimizer's zeros eagerly would compile a small program per shape, ~1.5 s per variant."""
+    return graphdef_of(cfg), states_initializer(cfg, tx)(jnp.asarray(seeds, jnp.int32))
+
+
+def states_initializer(cfg: ModelConfig, tx):
+    """init_states' program: [R] int32 seeds -> their stacked fresh train states (a new jitted
+    function at each call: `train.programs` keeps one per model and optimizer)."""
     def make(seed):
         params = _seed_params(cfg, seed)
         return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
 
-    return _graphdef(cfg), jax.jit(jax.vmap(make))(jnp.asarray(seeds, jnp.int32))
+    return jax.jit(jax.vmap(make))
 
 
 def init_params(cfg: ModelConfig, seeds: Sequence[int]) -> dict:
@@ -74,7 +80,8 @@ def _seed_params(cfg: ModelConfig, seed) -> dict:
     return _initial_params(cfg, seed_stream(seed, Stream.PARAMS))
 
 
-def _graphdef(cfg: ModelConfig) -> nnx.GraphDef:
+def graphdef_of(cfg: ModelConfig) -> nnx.GraphDef:
+    """The model's structure without its values (nnx.merge of it and params is the model)."""
     return nnx.graphdef(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(params=0))))
 
 

@@ -28,6 +28,7 @@ from transformer_jax.config import TrainConfig
 from transformer_jax.runtime import compile_memory
 from transformer_jax.train import evaluation
 from transformer_jax.train import parallel
+from transformer_jax.train import programs as programs_lib
 from transformer_jax.train import steps
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.train.checkpointing import Checkpointer
@@ -76,17 +77,6 @@ class Replica:
     status: dict = dataclasses.field(default_factory=dict)  # as written to status.json
 
 
-@dataclasses.dataclass(frozen=True)
-class Programs:
-    """The compiled functions of a training, all over the replica axis (each compiles at its
-    first call)."""
-
-    train_step: Callable  # (state, batch, rngs) -> (state, metrics), one step
-    multi_step: Optional[Callable]  # k steps, the last with diagnostics (train.steps_per_call > 1)
-    eval_step: Callable
-    probe: Callable
-
-
 @dataclasses.dataclass
 class Training:
     """What one training of replicas carries from call to call: the fixed parts (replicas,
@@ -95,7 +85,7 @@ class Training:
     replicas: list[Replica]
     cfg: TrainConfig
     fmt: str  # batch layout: 'encoder' or 'decoder'
-    programs: Programs
+    programs: programs_lib.Programs
     dropout_rngs: jax.Array
     mesh: Optional[Any]  # None: one device
     progress: Progress
@@ -137,8 +127,8 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
         return statuses
 
     model_cfg, train_cfg = runs[todo[0]].model, runs[todo[0]].train
-    tx, schedule = steps.make_optimizer(train_cfg)
-    graphdef, fresh = init_states(model_cfg, tx, [runs[i].seed for i in todo])  # [R, ...]
+    built = programs_lib.for_training(model_cfg, train_cfg)
+    fresh = built.init_states(jnp.asarray([runs[i].seed for i in todo], jnp.int32))  # [R, ...]
     replicas = [Replica(configs[i], runs[i], workdirs[i], paths[i],
                         Checkpointer(str(paths[i] / "checkpoints"),
                                      keep=train_cfg.keep_checkpoints))
@@ -155,8 +145,7 @@ def train_replicas(configs: Sequence[ml_collections.ConfigDict], workdirs: Seque
     if on_start is not None:
         on_start(start, train_cfg.num_steps)
     _log_what_trains(replicas, fresh["params"])
-    training = _start_training(replicas, graphdef, tx, schedule, state, start, mesh,
-                               progress_bar)
+    training = _start_training(replicas, built, state, start, mesh, progress_bar)
     # SIGTERM to any process stops every process after the same call (parallel.stop_requests)
     with parallel.stop_requests() as should_stop, _lost_peer_exits(lambda: training.done):
         _train(training, should_stop)
@@ -227,30 +216,21 @@ def _log_what_trains(replicas: list[Replica], stacked_params: dict) -> None:
                  describe_model(run.model), count, [r.run.seed for r in replicas])
 
 
-def _start_training(replicas: list[Replica], graphdef, tx, schedule, state, start: int, mesh,
-                    progress_bar: bool) -> Training:
-    """The state placed on the devices (data parallel: on every one of them), the programs
-    built, each replica's dropout stream, and the progress clock started at `start`."""
+def _start_training(replicas: list[Replica], built: programs_lib.Programs, state, start: int,
+                    mesh, progress_bar: bool) -> Training:
+    """The state placed on the devices (data parallel: on every one of them), each replica's
+    dropout stream, and the progress clock started at `start`."""
     model_cfg, train_cfg = replicas[0].run.model, replicas[0].run.train
     if mesh is not None:  # data parallel: state on every device, each batch split over them
         state = parallel.replicate(state, mesh)
         logging.info("data parallel over %d devices (%s)", mesh.size, jax.default_backend())
-    train_step = steps.make_train_step(graphdef, model_cfg, tx, schedule, replicas=True,
-                                       microbatches=train_cfg.microbatches)
-    multi_step = None  # k steps per call: the logged (last) one with diagnostics, the rest without
     if train_cfg.steps_per_call == 1:  # each step a call, its temporaries allocated each time
         compile_memory.reuse_large_buffers()
-    else:
-        multi_step = steps.make_logged_multi_step(graphdef, model_cfg, tx, schedule, replicas=True,
-                                                  microbatches=train_cfg.microbatches)
-    programs = Programs(train_step, multi_step, steps.make_eval_step(graphdef, model_cfg,
-                                                                     replicas=True),
-                        steps.make_probe(graphdef, replicas=True))
     dropout_rngs = seed_streams(jnp.asarray([r.run.seed for r in replicas], jnp.int32),
                                 Stream.DROPOUT)
     if mesh is not None:
         dropout_rngs = parallel.replicate(dropout_rngs, mesh)
-    return Training(replicas, train_cfg, model_cfg.arch.value, programs, dropout_rngs, mesh,
+    return Training(replicas, train_cfg, model_cfg.arch.value, built, dropout_rngs, mesh,
                     Progress(start, train_cfg.num_steps, bar=progress_bar), state, done=start)
 
 
