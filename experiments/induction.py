@@ -60,7 +60,8 @@ from transformer_jax.studies.study import (Comparison, Expectation, Study, load_
 REPO = Path(__file__).resolve().parents[1]
 ACC = "eval/accuracy"
 SIZES = {
-    "tiny": dict(steps=20, d_model=32, heads=2, symbols=16, min_len=4, max_len=8),
+    # tiny: an evaluation every 4th step (seconds), not every step
+    "tiny": dict(steps=20, d_model=32, heads=2, symbols=16, min_len=4, max_len=8, eval_every=4),
     "default": dict(steps=4000, d_model=64, heads=4, symbols=64, min_len=8, max_len=24),
     "large": dict(steps=20000, d_model=128, heads=8, symbols=256, min_len=16, max_len=64),
 }
@@ -82,7 +83,7 @@ def get_study(size: str) -> Study:
                       max_len=2 * s["max_len"])
     base.data.update(vocab_size=s["symbols"], min_len=s["min_len"], seq_len=s["max_len"],
                      eval_min_len=0, eval_seq_len=0)
-    study_schedule(base, s["steps"], eval_every=max(s["steps"] // 40, 1))
+    study_schedule(base, s["steps"], eval_every=s.get("eval_every", max(s["steps"] // 40, 1)))
     roles = (
         head_roles.Check(f"L2: a layer-0 head's previous-token score ≥ {PREVIOUS_TOKEN_MIN}", "L2",
                          lambda t, i: t.previous[0].max() >= PREVIOUS_TOKEN_MIN),

@@ -34,6 +34,7 @@ BITS = "eval/bits_per_char"
 DEFAULT = dict(d_model=128, num_layers=4, num_heads=4, seq_len=64, batch=12, steps=2000, lr=1e-3)
 WITHIN = 0.01  # relative, final bits/char
 MAX_RATIO = 0.1  # rounding / batch, per seed
+TINY_PAIRS = 2  # the tiny size's batch pairs: a smoke run measures fewer (seconds)
 
 
 def get_study(size: str) -> Study:
@@ -61,5 +62,6 @@ def get_study(size: str) -> Study:
                         higher_is_better=False),
         ),
         suite="lm",
-        analyses=(rounding.make_analysis(checks),),
+        analyses=(rounding.make_analysis(
+            checks, pairs=TINY_PAIRS if size == "tiny" else rounding.PAIRS),),
     )

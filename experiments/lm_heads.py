@@ -84,6 +84,7 @@ def get_study(size: str) -> Study:
         ),
         suite="lm",
         analyses=(head_roles.make_analysis(checks),
-                  head_importance.make_analysis("loss", knockouts)),
+                  head_importance.make_analysis("loss", knockouts, max_examples=(
+                      head_importance.BATCH if size == "tiny" else head_importance.MAX_EXAMPLES))),
     )
 

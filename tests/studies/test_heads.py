@@ -111,10 +111,14 @@ def _check_knockouts(root: Path):
     model = nnx.merge(restored.graphdef, _first_seed(restored.params))
     batches = list(restored.run.dataset.eval_batches(head_importance.BATCH, "encoder"))
 
+    @nnx.jit  # one program for the three masks, not an eager op-by-op trace each
+    def logits_under(model, inputs, padding_mask, mask):
+        return model(inputs, padding_mask, head_mask=mask)[0]
+
     def accuracy(mask):
         right = total = 0.0
         for b in batches[:head_importance.MAX_EXAMPLES // head_importance.BATCH]:
-            logits, _ = model(b["inputs"], b["padding_mask"], head_mask=jnp.asarray(mask))
+            logits = logits_under(model, b["inputs"], b["padding_mask"], jnp.asarray(mask))
             w = np.asarray(b["weights"], float)
             right += float(np.sum((np.argmax(np.asarray(logits), -1) == b["targets"]) * w))
             total += float(w.sum())

@@ -152,10 +152,11 @@ def analyse(root: Path, runs: dict, checks: tuple[Check, ...] = ()) -> Section:
         restored = restore_variant(dirs)
         weights_fn = attention_weights(restored.graphdef)
         batch, low, high, period = _probe_inputs(restored.run)
-        inits = init_params(restored.run.model, restored.seeds)  # [R, ...]
+        # [R, ...] each, on the host: a seed's slice is then numpy's, not a program per leaf
+        stacked = jax.device_get((restored.params, init_params(restored.run.model, restored.seeds)))
         results[variant] = {}
         for i, seed in enumerate(restored.seeds):
-            params, init = (jax.tree.map(lambda x: x[i], p) for p in (restored.params, inits))
+            params, init = (jax.tree.map(lambda x: x[i], p) for p in stacked)
             results[variant][seed] = (score_heads(weights_fn, params, batch, low, high, period),
                                       score_heads(weights_fn, init, batch, low, high, period))
     if not results:

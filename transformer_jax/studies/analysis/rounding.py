@@ -56,8 +56,9 @@ def measure(restored: Restored, pairs: int = PAIRS) -> np.ndarray:
     fmt, size = run.model.arch.value, run.train.batch_size
     batches = [run.dataset.train_batch(step, size, fmt) for step in range(2 * pairs)]
     out = np.zeros((len(restored.seeds), pairs, 2))
+    stacked = jax.device_get(restored.params)  # a seed's slice is numpy's, not a program per leaf
     for s in range(len(restored.seeds)):
-        params = jax.tree.map(lambda x: x[s], restored.params)
+        params = jax.tree.map(lambda x: x[s], stacked)
         for p in range(pairs):
             a, b = batches[2 * p], batches[2 * p + 1]
             g_a = exact(params, a)
