@@ -28,14 +28,10 @@ BACKGROUND = {
         [sys.executable, BENCHMARK, "profile", "--smoke", "--variants", "xla_vector_512",
          "--rounds", "1", "--chunk", "10", "--text_path", paths.shakespeare,
          "--data_dir", paths.data_dir], TIMEOUT_S)),
-    "benchmark_missing_text": (("test_missing_text_is_a_one_line_error",), lambda paths: (
-        [sys.executable, BENCHMARK, "suite", "--smoke", "--text_path", paths.tmp / "missing.txt"],
-        60)),
     "benchmark_gemm": ((GEMM_TEST,), lambda paths: (GEMM, TIMEOUT_S)),
     "first_step": (("test_first_step_times_the_stages_cold_then_warm",), lambda paths: (
         [sys.executable, str(REPO / "scripts" / "first_step.py"), "--runs", "2",
          "--config", "configs/lm.py:tiny", "--text_path", paths.shakespeare], TIMEOUT_S)),
-    "benchmark_gemm_bad_backend": ((GEMM_TEST,), lambda paths: (GEMM[:-1] + ["xla,mkl"], TIMEOUT_S)),
 }
 
 
@@ -71,10 +67,14 @@ def test_profile_races_a_variant_against_the_trainer(shakespeare_file):
     assert "reference" not in result["scan_10"]
 
 
-def test_missing_text_is_a_one_line_error():
-    assert not (BACKGROUND_RUNS.paths.tmp / "missing.txt").exists()
-    proc = BACKGROUND_RUNS.result("benchmark_missing_text")
-    assert proc.returncode == 2 and "does not exist" in proc.stderr
+def test_missing_text_is_a_one_line_error(tmp_path, capsys):
+    """Bad input is checked before any work (main() as the command line calls it: in-process,
+    where a subprocess would spend its seconds importing)."""
+    import benchmark
+
+    missing = tmp_path / "missing.txt"
+    assert benchmark.main(["suite", "--smoke", "--text_path", str(missing)]) == 2
+    assert capsys.readouterr().err == f"error: --text_path {str(missing)!r} does not exist\n"
 
 
 def test_next_call_size_ends_calls_on_every_boundary():
@@ -230,7 +230,9 @@ def test_gemm_chains_compute_the_same_thing_in_every_library():
         np.testing.assert_allclose(np.asarray(grad_w), reference_grad, rtol=1e-4, atol=1e-3)
 
 
-def test_gemm_table_and_json_for_each_backend():
+def test_gemm_table_and_json_for_each_backend(capsys):
+    import benchmark
+
     proc = BACKGROUND_RUNS.result("benchmark_gemm")  # GEMM
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
@@ -239,10 +241,9 @@ def test_gemm_table_and_json_for_each_backend():
     assert set(measured) == {"jax/xla", "jax/eigen", "torch/2t", "numpy"}
     assert all(math.isfinite(v) and v > 0 for row in measured.values() for v in row.values())
 
-    bad = BACKGROUND_RUNS.result("benchmark_gemm_bad_backend")  # GEMM with xla,mkl
-    assert bad.returncode == 2
-    assert bad.stderr.strip() == ("error: --backends 'xla,mkl': unknown ['mkl']; valid: "
-                                  "xla, eigen, onednn, xnnpack")
+    assert benchmark.main(GEMM[2:-1] + ["xla,mkl"]) == 2  # GEMM's arguments, with xla,mkl
+    assert capsys.readouterr().err.strip() == ("error: --backends 'xla,mkl': unknown ['mkl']; "
+                                               "valid: xla, eigen, onednn, xnnpack")
 
 
 def test_first_step_times_the_stages_cold_then_warm(shakespeare_file):
