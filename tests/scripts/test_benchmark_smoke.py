@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from helpers_train import BACKGROUND_RUNS
 
@@ -98,27 +99,49 @@ def test_next_call_size_ends_calls_on_every_boundary():
         assert not any(b for b in range(step - size + 1, step) if b % 10 == 0 or b % 25 == 0)
 
 
-def test_multi_step_trains_exactly_like_single_steps():
+@pytest.fixture(scope="module")
+def tiny_training():
+    """A tiny model, its optimizer, the trainer's one-step program (compiled once for both
+    tests below) and 4 batches of 6 with uneven target weights and a row without targets."""
+    import types
+
     import jax
     import jax.numpy as jnp
-    import numpy as np
 
     from conftest import tiny_config
     from transformer_jax.train import init, steps
     from transformer_jax.config import TrainConfig
 
     model = tiny_config(num_outputs=13)
-    tcfg = TrainConfig(num_steps=20, batch_size=4, warmup_steps=2)
+    tcfg = TrainConfig(num_steps=20, batch_size=6, warmup_steps=2)
     graphdef, params = init.init_model(model, 0)
     tx, schedule = steps.make_optimizer(tcfg)
-    step_fn = steps.make_train_step(graphdef, model, tx, schedule)
-    rng = np.random.default_rng(0)
-    batches = [dict(inputs=rng.integers(1, 13, (4, 8)).astype(np.int32),
-                    targets=rng.integers(1, 13, (4, 8)).astype(np.int32),
-                    weights=np.ones((4, 8), np.float32), padding_mask=np.ones((4, 8), bool))
-               for _ in range(4)]
-    fresh = lambda: {"params": jax.tree.map(jnp.array, params), "opt_state": tx.init(params),  # noqa: E731
-                     "step": jnp.zeros((), jnp.int32)}
+    rng = np.random.default_rng(1)
+    batches = []
+    for _ in range(4):
+        weights = (rng.random((6, 8)) > 0.4).astype(np.float32)
+        weights[2] = 0.0  # a sequence without targets (padding only)
+        batches.append(dict(inputs=rng.integers(1, 13, (6, 8)).astype(np.int32),
+                            targets=rng.integers(1, 13, (6, 8)).astype(np.int32),
+                            weights=weights, padding_mask=np.ones((6, 8), bool)))
+
+    def fresh():
+        return {"params": jax.tree.map(jnp.array, params), "opt_state": tx.init(params),
+                "step": jnp.zeros((), jnp.int32)}
+
+    return types.SimpleNamespace(
+        model=model, tcfg=tcfg, graphdef=graphdef, tx=tx, schedule=schedule, batches=batches,
+        fresh=fresh, step_fn=steps.make_train_step(graphdef, model, tx, schedule))
+
+
+def test_multi_step_trains_exactly_like_single_steps(tiny_training):
+    import jax
+
+    from transformer_jax.train import steps
+
+    t = tiny_training
+    model, tcfg, graphdef, tx, schedule = t.model, t.tcfg, t.graphdef, t.tx, t.schedule
+    step_fn, batches, fresh = t.step_fn, t.batches, t.fresh
     key = jax.random.key(0)
     single, losses = fresh(), []
     for b in batches:
@@ -170,35 +193,21 @@ def test_multi_step_trains_exactly_like_single_steps():
                                    atol=1e-6, err_msg=name)
 
 
-def test_microbatches_make_the_update_of_one_batch():
+def test_microbatches_make_the_update_of_one_batch(tiny_training):
     """train.microbatches=2 and 3: independent passes over slices of the batch, combined by
     weight, give one pass's loss, metrics and parameters (uneven weights, an empty row)."""
     import jax
-    import jax.numpy as jnp
-    import numpy as np
 
-    from conftest import tiny_config
-    from transformer_jax.train import init, steps
-    from transformer_jax.config import TrainConfig
+    from transformer_jax.train import steps
 
-    model = tiny_config(num_outputs=13)
-    tcfg = TrainConfig(num_steps=20, batch_size=6, warmup_steps=2)
-    graphdef, params = init.init_model(model, 0)
-    tx, schedule = steps.make_optimizer(tcfg)
-    rng = np.random.default_rng(1)
-    batches = []
-    for _ in range(3):
-        weights = (rng.random((6, 8)) > 0.4).astype(np.float32)
-        weights[2] = 0.0  # a sequence without targets (padding only)
-        batches.append(dict(inputs=rng.integers(1, 13, (6, 8)).astype(np.int32),
-                            targets=rng.integers(1, 13, (6, 8)).astype(np.int32),
-                            weights=weights, padding_mask=np.ones((6, 8), bool)))
+    t = tiny_training
+    batches = t.batches[:3]
     key = jax.random.key(0)
     out = {}
     for m in (1, 2, 3):
-        step_fn = steps.make_train_step(graphdef, model, tx, schedule, microbatches=m)
-        state = {"params": jax.tree.map(jnp.array, params), "opt_state": tx.init(params),
-                 "step": jnp.zeros((), jnp.int32)}
+        step_fn = t.step_fn if m == 1 else steps.make_train_step(
+            t.graphdef, t.model, t.tx, t.schedule, microbatches=m)
+        state = t.fresh()
         metrics = []
         for b in batches:
             state, got = step_fn(state, b, key)
