@@ -382,16 +382,13 @@ def seeds_vmap(text_path: str, num_seeds: int = 8, steps: int = 100, d_model: in
     model = setups.model_config(base.vocab_size, d_model=d_model, num_heads=4,
                                 num_layers=num_layers, d_ff=4 * d_model, seq_len=seq_len)
     tcfg = TrainConfig(num_steps=steps + 100, batch_size=batch_size, warmup_steps=10)
-    runs = [setups.Ours.build(model, tcfg, seed=s) for s in range(num_seeds)]
+    # One initialization program and one compiled step for every seed (same shapes and program)
+    runs, states = setups.Ours.seeds(model, tcfg, list(range(num_seeds)))
     rngs = [jax.random.key(1000 + s) for s in range(num_seeds)]
     stack = lambda trees: jax.tree.map(lambda *x: jnp.stack(x), *trees)  # noqa: E731
-    states = stack([r.state for r in runs])
     seeds_step = multistep.make_seeds_step(runs[0].train_step)
     batch_of = lambda s, step: datasets[s].train_batch(step, batch_size, "decoder")  # noqa: E731
 
-    # One compiled step for every seed (same shapes and program; each build jits its own, which
-    # would compile S times), as the vmapped side compiles once.
-    runs = [dataclasses.replace(r, train_step=runs[0].train_step) for r in runs]
     sequential = [OursRunner(r, datasets[s], batch_size, rngs[s]) for s, r in enumerate(runs)]
     for r in sequential:
         r.run(0, 1)  # compiles once (same shapes), then step 0 of each seed

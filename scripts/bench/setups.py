@@ -102,6 +102,18 @@ class Ours:
         return cls(model, tcfg, graphdef, state, _train_step(graphdef, model, tcfg, tx, schedule),
                    steps.make_eval_step(graphdef, model), schedule, tx)
 
+    @classmethod
+    def seeds(cls, model: ModelConfig, tcfg: TrainConfig, seeds) -> tuple[list["Ours"], dict]:
+        """Runs that differ only in seed, as the trainer initializes several seeds of a variant
+        (`init.init_states`: one compiled program for all), sharing one compiled train step;
+        and their states stacked on a leading seed axis."""
+        tx, schedule = steps.make_optimizer(tcfg)
+        graphdef, states = init.init_states(model, tx, seeds)
+        train_step = _train_step(graphdef, model, tcfg, tx, schedule)
+        eval_step = steps.make_eval_step(graphdef, model)
+        return [cls(model, tcfg, graphdef, init.take_replica(states, j), train_step, eval_step,
+                    schedule, tx) for j in range(len(seeds))], states
+
     @staticmethod
     def abstract(model: ModelConfig, tcfg: TrainConfig) -> tuple[Any, dict]:
         """The jitted train step `build` makes and the shapes of its state, with no
