@@ -299,13 +299,13 @@ def compile_time(num_layers: int, run: setups.CharLM, vocab_size: int, batch, re
     """Seconds to trace+lower and to compile our train step at this depth (charlm width);
     best of `repeats`, with JAX's in-memory caches cleared before each."""
     model, tcfg = run.override({"model.num_layers": num_layers}).configs(vocab_size)
-    ours = setups.Ours.build(model, tcfg)
+    train_step, state = setups.Ours.abstract(model, tcfg)  # lowering needs shapes, no weights
     rng = jax.random.key(0)
     lower_s, compile_s = math.inf, math.inf
     for _ in range(repeats):
         jax.clear_caches()
         t = time.perf_counter()
-        lowered = ours.train_step.lower(ours.state, batch, rng)
+        lowered = train_step.lower(state, batch, rng)
         t2 = time.perf_counter()
         lowered.compile()
         t3 = time.perf_counter()
@@ -382,10 +382,10 @@ def seeds_vmap(text_path: str, num_seeds: int = 8, steps: int = 100, d_model: in
     model = setups.model_config(base.vocab_size, d_model=d_model, num_heads=4,
                                 num_layers=num_layers, d_ff=4 * d_model, seq_len=seq_len)
     tcfg = TrainConfig(num_steps=steps + 100, batch_size=batch_size, warmup_steps=10)
-    runs = [setups.Ours.build(model, tcfg, seed=s) for s in range(num_seeds)]
+    # One initialization program and one compiled step for every seed (same shapes and program)
+    runs, states = setups.Ours.seeds(model, tcfg, list(range(num_seeds)))
     rngs = [jax.random.key(1000 + s) for s in range(num_seeds)]
     stack = lambda trees: jax.tree.map(lambda *x: jnp.stack(x), *trees)  # noqa: E731
-    states = stack([r.state for r in runs])
     seeds_step = multistep.make_seeds_step(runs[0].train_step)
     batch_of = lambda s, step: datasets[s].train_batch(step, batch_size, "decoder")  # noqa: E731
 

@@ -97,13 +97,37 @@ class Ours:
 
     @classmethod
     def build(cls, model: ModelConfig, tcfg: TrainConfig, seed: int = 0) -> "Ours":
-        graphdef, params = init.init_model(model, seed)
         tx, schedule = steps.make_optimizer(tcfg)
-        state = {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
-        train_step = steps.make_train_step(graphdef, model, tx, schedule,
-                                           microbatches=tcfg.microbatches)
-        return cls(model, tcfg, graphdef, state, train_step,
+        graphdef, state = _fresh_state(model, tx, seed)
+        return cls(model, tcfg, graphdef, state, _train_step(graphdef, model, tcfg, tx, schedule),
                    steps.make_eval_step(graphdef, model), schedule, tx)
+
+    @classmethod
+    def seeds(cls, model: ModelConfig, tcfg: TrainConfig, seeds) -> tuple[list["Ours"], dict]:
+        """Runs that differ only in seed, as the trainer initializes several seeds of a variant
+        (`init.init_states`: one compiled program for all), sharing one compiled train step;
+        and their states stacked on a leading seed axis."""
+        tx, schedule = steps.make_optimizer(tcfg)
+        graphdef, states = init.init_states(model, tx, seeds)
+        train_step = _train_step(graphdef, model, tcfg, tx, schedule)
+        eval_step = steps.make_eval_step(graphdef, model)
+        return [cls(model, tcfg, graphdef, init.take_replica(states, j), train_step, eval_step,
+                    schedule, tx) for j in range(len(seeds))], states
+
+    @staticmethod
+    def abstract(model: ModelConfig, tcfg: TrainConfig) -> tuple[Any, dict]:
+        """The jitted train step `build` makes and the shapes of its state, with no
+        initialization compiled or run: what lowering the step needs."""
+        tx, schedule = steps.make_optimizer(tcfg)
+        graphdefs = []
+
+        def state_only():  # traced once, by eval_shape
+            graphdef, state = _fresh_state(model, tx, 0)
+            graphdefs.append(graphdef)
+            return state
+
+        state = jax.eval_shape(state_only)
+        return _train_step(graphdefs[0], model, tcfg, tx, schedule), state
 
     def multi_step(self):
         """k steps per call, as the trainer builds it (`train.steps_per_call`)."""
@@ -117,3 +141,14 @@ class Ours:
             for k, v in jax.device_get(self.eval_step(self.state["params"], batch)).items():
                 sums[k] = sums.get(k, 0.0) + float(v)
         return steps.finish_eval(sums)["loss"]
+
+
+def _fresh_state(model: ModelConfig, tx, seed: int) -> tuple[Any, dict]:
+    """(graphdef, the train state at step 0), as the trainer initializes them."""
+    graphdef, params = init.init_model(model, seed)
+    return graphdef, {"params": params, "opt_state": tx.init(params),
+                      "step": jnp.zeros((), jnp.int32)}
+
+
+def _train_step(graphdef, model: ModelConfig, tcfg: TrainConfig, tx, schedule):
+    return steps.make_train_step(graphdef, model, tx, schedule, microbatches=tcfg.microbatches)

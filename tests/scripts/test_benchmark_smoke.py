@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from helpers_train import BACKGROUND_RUNS
 
@@ -28,14 +29,10 @@ BACKGROUND = {
         [sys.executable, BENCHMARK, "profile", "--smoke", "--variants", "xla_vector_512",
          "--rounds", "1", "--chunk", "10", "--text_path", paths.shakespeare,
          "--data_dir", paths.data_dir], TIMEOUT_S)),
-    "benchmark_missing_text": (("test_missing_text_is_a_one_line_error",), lambda paths: (
-        [sys.executable, BENCHMARK, "suite", "--smoke", "--text_path", paths.tmp / "missing.txt"],
-        60)),
     "benchmark_gemm": ((GEMM_TEST,), lambda paths: (GEMM, TIMEOUT_S)),
     "first_step": (("test_first_step_times_the_stages_cold_then_warm",), lambda paths: (
         [sys.executable, str(REPO / "scripts" / "first_step.py"), "--runs", "2",
          "--config", "configs/lm.py:tiny", "--text_path", paths.shakespeare], TIMEOUT_S)),
-    "benchmark_gemm_bad_backend": ((GEMM_TEST,), lambda paths: (GEMM[:-1] + ["xla,mkl"], TIMEOUT_S)),
 }
 
 
@@ -71,10 +68,14 @@ def test_profile_races_a_variant_against_the_trainer(shakespeare_file):
     assert "reference" not in result["scan_10"]
 
 
-def test_missing_text_is_a_one_line_error():
-    assert not (BACKGROUND_RUNS.paths.tmp / "missing.txt").exists()
-    proc = BACKGROUND_RUNS.result("benchmark_missing_text")
-    assert proc.returncode == 2 and "does not exist" in proc.stderr
+def test_missing_text_is_a_one_line_error(tmp_path, capsys):
+    """Bad input is checked before any work (main() as the command line calls it: in-process,
+    where a subprocess would spend its seconds importing)."""
+    import benchmark
+
+    missing = tmp_path / "missing.txt"
+    assert benchmark.main(["suite", "--smoke", "--text_path", str(missing)]) == 2
+    assert capsys.readouterr().err == f"error: --text_path {str(missing)!r} does not exist\n"
 
 
 def test_next_call_size_ends_calls_on_every_boundary():
@@ -98,27 +99,49 @@ def test_next_call_size_ends_calls_on_every_boundary():
         assert not any(b for b in range(step - size + 1, step) if b % 10 == 0 or b % 25 == 0)
 
 
-def test_multi_step_trains_exactly_like_single_steps():
+@pytest.fixture(scope="module")
+def tiny_training():
+    """A tiny model, its optimizer, the trainer's one-step program (compiled once for both
+    tests below) and 4 batches of 6 with uneven target weights and a row without targets."""
+    import types
+
     import jax
     import jax.numpy as jnp
-    import numpy as np
 
     from conftest import tiny_config
     from transformer_jax.train import init, steps
     from transformer_jax.config import TrainConfig
 
     model = tiny_config(num_outputs=13)
-    tcfg = TrainConfig(num_steps=20, batch_size=4, warmup_steps=2)
+    tcfg = TrainConfig(num_steps=20, batch_size=6, warmup_steps=2)
     graphdef, params = init.init_model(model, 0)
     tx, schedule = steps.make_optimizer(tcfg)
-    step_fn = steps.make_train_step(graphdef, model, tx, schedule)
-    rng = np.random.default_rng(0)
-    batches = [dict(inputs=rng.integers(1, 13, (4, 8)).astype(np.int32),
-                    targets=rng.integers(1, 13, (4, 8)).astype(np.int32),
-                    weights=np.ones((4, 8), np.float32), padding_mask=np.ones((4, 8), bool))
-               for _ in range(4)]
-    fresh = lambda: {"params": jax.tree.map(jnp.array, params), "opt_state": tx.init(params),  # noqa: E731
-                     "step": jnp.zeros((), jnp.int32)}
+    rng = np.random.default_rng(1)
+    batches = []
+    for _ in range(4):
+        weights = (rng.random((6, 8)) > 0.4).astype(np.float32)
+        weights[2] = 0.0  # a sequence without targets (padding only)
+        batches.append(dict(inputs=rng.integers(1, 13, (6, 8)).astype(np.int32),
+                            targets=rng.integers(1, 13, (6, 8)).astype(np.int32),
+                            weights=weights, padding_mask=np.ones((6, 8), bool)))
+
+    def fresh():
+        return {"params": jax.tree.map(jnp.array, params), "opt_state": tx.init(params),
+                "step": jnp.zeros((), jnp.int32)}
+
+    return types.SimpleNamespace(
+        model=model, tcfg=tcfg, graphdef=graphdef, tx=tx, schedule=schedule, batches=batches,
+        fresh=fresh, step_fn=steps.make_train_step(graphdef, model, tx, schedule))
+
+
+def test_multi_step_trains_exactly_like_single_steps(tiny_training):
+    import jax
+
+    from transformer_jax.train import steps
+
+    t = tiny_training
+    model, tcfg, graphdef, tx, schedule = t.model, t.tcfg, t.graphdef, t.tx, t.schedule
+    step_fn, batches, fresh = t.step_fn, t.batches, t.fresh
     key = jax.random.key(0)
     single, losses = fresh(), []
     for b in batches:
@@ -170,35 +193,21 @@ def test_multi_step_trains_exactly_like_single_steps():
                                    atol=1e-6, err_msg=name)
 
 
-def test_microbatches_make_the_update_of_one_batch():
+def test_microbatches_make_the_update_of_one_batch(tiny_training):
     """train.microbatches=2 and 3: independent passes over slices of the batch, combined by
     weight, give one pass's loss, metrics and parameters (uneven weights, an empty row)."""
     import jax
-    import jax.numpy as jnp
-    import numpy as np
 
-    from conftest import tiny_config
-    from transformer_jax.train import init, steps
-    from transformer_jax.config import TrainConfig
+    from transformer_jax.train import steps
 
-    model = tiny_config(num_outputs=13)
-    tcfg = TrainConfig(num_steps=20, batch_size=6, warmup_steps=2)
-    graphdef, params = init.init_model(model, 0)
-    tx, schedule = steps.make_optimizer(tcfg)
-    rng = np.random.default_rng(1)
-    batches = []
-    for _ in range(3):
-        weights = (rng.random((6, 8)) > 0.4).astype(np.float32)
-        weights[2] = 0.0  # a sequence without targets (padding only)
-        batches.append(dict(inputs=rng.integers(1, 13, (6, 8)).astype(np.int32),
-                            targets=rng.integers(1, 13, (6, 8)).astype(np.int32),
-                            weights=weights, padding_mask=np.ones((6, 8), bool)))
+    t = tiny_training
+    batches = t.batches[:3]
     key = jax.random.key(0)
     out = {}
     for m in (1, 2, 3):
-        step_fn = steps.make_train_step(graphdef, model, tx, schedule, microbatches=m)
-        state = {"params": jax.tree.map(jnp.array, params), "opt_state": tx.init(params),
-                 "step": jnp.zeros((), jnp.int32)}
+        step_fn = t.step_fn if m == 1 else steps.make_train_step(
+            t.graphdef, t.model, t.tx, t.schedule, microbatches=m)
+        state = t.fresh()
         metrics = []
         for b in batches:
             state, got = step_fn(state, b, key)
@@ -230,7 +239,9 @@ def test_gemm_chains_compute_the_same_thing_in_every_library():
         np.testing.assert_allclose(np.asarray(grad_w), reference_grad, rtol=1e-4, atol=1e-3)
 
 
-def test_gemm_table_and_json_for_each_backend():
+def test_gemm_table_and_json_for_each_backend(capsys):
+    import benchmark
+
     proc = BACKGROUND_RUNS.result("benchmark_gemm")  # GEMM
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
@@ -239,10 +250,9 @@ def test_gemm_table_and_json_for_each_backend():
     assert set(measured) == {"jax/xla", "jax/eigen", "torch/2t", "numpy"}
     assert all(math.isfinite(v) and v > 0 for row in measured.values() for v in row.values())
 
-    bad = BACKGROUND_RUNS.result("benchmark_gemm_bad_backend")  # GEMM with xla,mkl
-    assert bad.returncode == 2
-    assert bad.stderr.strip() == ("error: --backends 'xla,mkl': unknown ['mkl']; valid: "
-                                  "xla, eigen, onednn, xnnpack")
+    assert benchmark.main(GEMM[2:-1] + ["xla,mkl"]) == 2  # GEMM's arguments, with xla,mkl
+    assert capsys.readouterr().err.strip() == ("error: --backends 'xla,mkl': unknown ['mkl']; "
+                                               "valid: xla, eigen, onednn, xnnpack")
 
 
 def test_first_step_times_the_stages_cold_then_warm(shakespeare_file):
