@@ -56,9 +56,10 @@ _SHARD = flags.DEFINE_string("shard", "0/1", "i/n: run only every n-th run, star
 _JOBS = flags.DEFINE_integer("jobs", 1, "Worker processes: variants trained at once (2 on a "
                              "2-core CPU: scripts/run.sh).")
 _SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --experiment run: "
-                             "main (generated data) | lm (real text) | depth (deep stacks, BatchNorm, heads) | "
-                             "mechanisms (a mechanism judged itself: the causal mask, residual gradients, "
-                             "BatchNorm on text) | all. "
+                             "main (generated data) | lm (real text) | depth (deep stacks) | components "
+                             "(BatchNorm, heads, induction, softmax gradient) | mechanisms (a mechanism "
+                             "judged itself: the causal mask, residual gradients, BatchNorm on text) | "
+                             "precision (bfloat16 products on real text) | all. "
                              "A file ignores it.")
 _TEXT_PATH = flags.DEFINE_string(
     "text_path", None, "The text of the real-text studies (lm suite, and the mechanisms suite's "
