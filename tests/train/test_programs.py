@@ -41,3 +41,20 @@ def test_a_field_the_programs_compute_with_gets_programs_of_its_own(field):
     built = programs.for_training(tiny_config(), TRAIN)
     other = programs.for_training(tiny_config(), dataclasses.replace(TRAIN, **{field: OTHER[field]}))
     assert other is not built and other.train_step is not built.train_step
+
+
+def test_initialization_is_built_once_per_model_and_its_shapes_are_a_fresh_copy():
+    import jax
+
+    from transformer_jax.train import init
+
+    graphdef, params = init.init_model(tiny_config(), 0)
+    assert init.graphdef_of(tiny_config()) is graphdef
+    assert init.init_model(tiny_config(), 1)[0] is graphdef
+    shapes = init.param_shapes(tiny_config())
+    assert jax.tree.structure(shapes) == jax.tree.structure(params)
+    assert all(jax.tree.leaves(jax.tree.map(
+        lambda s, p: s.shape == p.shape and s.dtype == p.dtype, shapes, params)))
+    shapes.clear()  # the caller's to change: the next caller gets them whole
+    assert jax.tree.structure(init.param_shapes(tiny_config())) == jax.tree.structure(params)
+    assert init.graphdef_of(tiny_config(d_ff=64)) is not graphdef

@@ -41,8 +41,13 @@ def init_model(cfg: ModelConfig, seed: int) -> tuple[nnx.GraphDef, dict]:
     statistics, which `steps.make_train_step` keeps out of the optimizer's hands).
     Initialization runs compiled: eagerly, the stacked layers' many small ops would cost seconds
     even for a tiny model."""
-    return graphdef_of(cfg), jax.jit(functools.partial(_initial_params, cfg))(
-        seed_stream(seed, Stream.PARAMS))
+    return graphdef_of(cfg), _params_program(cfg)(seed_stream(seed, Stream.PARAMS))
+
+
+def param_shapes(cfg: ModelConfig) -> dict:
+    """init_model's params as shapes and dtypes (jax.ShapeDtypeStruct leaves): traced once per
+    config in a process, nothing compiled; what a checkpoint of the model restores into."""
+    return jax.tree.map(lambda leaf: leaf, _param_shapes(cfg))  # a copy the caller may change
 
 
 def init_states(cfg: ModelConfig, tx, seeds: Sequence[int]) -> tuple[nnx.GraphDef, dict]:
@@ -66,7 +71,29 @@ def states_initializer(cfg: ModelConfig, tx):
 def init_params(cfg: ModelConfig, seeds: Sequence[int]) -> dict:
     """init_model's parameters for each of `seeds`, stacked [R, ...], from one compiled program
     (init_model once per seed traces and looks up a program each time, ~0.5 s)."""
-    return jax.jit(jax.vmap(lambda seed: _seed_params(cfg, seed)))(jnp.asarray(seeds, jnp.int32))
+    return _stacked_params_program(cfg)(jnp.asarray(seeds, jnp.int32))
+
+
+# The programs above, one per model config in a process: a jitted function made anew at each
+# call traces the model again (0.1-0.5 s for a tiny one), where the same one's caches hold the
+# trace and the executable. Configs are frozen dataclasses; GraphDefs are immutable.
+KEPT = 16
+
+
+@functools.lru_cache(maxsize=KEPT)
+def _params_program(cfg: ModelConfig):
+    return jax.jit(functools.partial(_initial_params, cfg))
+
+
+@functools.lru_cache(maxsize=KEPT)
+def _stacked_params_program(cfg: ModelConfig):
+    return jax.jit(jax.vmap(lambda seed: _seed_params(cfg, seed)))
+
+
+@functools.lru_cache(maxsize=KEPT)
+def _param_shapes(cfg: ModelConfig) -> dict:
+    key = jax.eval_shape(lambda: seed_stream(0, Stream.PARAMS))
+    return jax.eval_shape(_params_program(cfg), key)
 
 
 @jax.jit
@@ -80,6 +107,7 @@ def _seed_params(cfg: ModelConfig, seed) -> dict:
     return _initial_params(cfg, seed_stream(seed, Stream.PARAMS))
 
 
+@functools.lru_cache(maxsize=KEPT)
 def graphdef_of(cfg: ModelConfig) -> nnx.GraphDef:
     """The model's structure without its values (nnx.merge of it and params is the model)."""
     return nnx.graphdef(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(params=0))))
