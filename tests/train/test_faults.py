@@ -1,9 +1,10 @@
 """Reliability of a training run: kill -9 and resume, SIGTERM, a corrupt newest checkpoint,
 bounded checkpoint retention, flat memory over many steps.
 
-The interrupted runs are the tiny synthetic model for 24 steps with a checkpoint every 4 steps
-and an evaluation after every step (FAULT_OVERRIDES): slow enough (a few steps per second) that a
-signal sent after a checkpoint at least 8 steps before the end lands mid-run. Their results are
+The interrupted run is the tiny synthetic model for 24 steps with an evaluation after every step
+(FAULT_OVERRIDES) and a checkpoint every 6: slow enough (a few steps per second) that a signal
+sent after a checkpoint at least 8 steps before the end lands mid-run. One run's life is killed
+with -9, resumed and stopped by SIGTERM, then resumed (a copy) to its end. Its results are
 compared bitwise with an uninterrupted run of the same config (trained in the test process: the
 same trainer, and the same program, which the runs find in the compilation cache).
 """
@@ -70,18 +71,40 @@ def reference(tmp_path_factory, tj_data_dir, compilation_cache):
 
 
 @pytest.fixture(scope="module")
-def preempted(tmp_path_factory, tj_data_dir):
-    """A run stopped by SIGTERM after its second checkpoint (so that it has two to fall back
-    between): (args, workdir, log). Tests copy it."""
+def killed_then_preempted(tmp_path_factory, tj_data_dir):
+    """One run's life in two processes, with a checkpoint every SIGTERM_EVERY steps: kill -9 just
+    after its first checkpoint (up to 0.2 s later), then the same command resumes it and is
+    stopped by SIGTERM after its second checkpoint (so that it has two to fall back between).
+    Returns what each test judges; tests copy the workdir."""
+    seed = int(os.environ.get("TJ_KILL_SEED", "0"))  # TJ_KILL_SEED=n tries another kill delay
+    delay = random.Random(seed).uniform(0.0, 0.2)
+    note = f"killed after checkpoint {SIGTERM_EVERY} + {delay:.3f}s (TJ_KILL_SEED={seed})"
     workdir = tmp_path_factory.mktemp("preempted") / "run"
-    log = workdir.parent / "log.txt"
+    killed_log, log = workdir.parent / "killed.txt", workdir.parent / "log.txt"
     args = _args(workdir, tj_data_dir, **{"train.checkpoint_every": SIGTERM_EVERY})
+    proc = start_main(args, killed_log)
+    wait_for(lambda: SIGTERM_EVERY in checkpoint_steps(workdir), proc,
+             f"checkpoint {SIGTERM_EVERY}", log_path=killed_log)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    killed = {"note": note, "code": finish(proc), "status": _status(workdir),
+              "listed": checkpoint_steps(workdir)}
+
     proc = start_main(args, log)
     wait_for(lambda: 2 * SIGTERM_EVERY in checkpoint_steps(workdir), proc,
              "the second checkpoint", log_path=log)
     proc.send_signal(signal.SIGTERM)
     assert finish(proc) == 0, log.read_text()[-3000:]
-    return args, workdir, log.read_text()
+    return {"args": args, "workdir": workdir, "log": log.read_text(), "killed": killed}
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory, killed_then_preempted):
+    """A copy of the preempted run, resumed by the same command to its end: (workdir, result)."""
+    pristine = killed_then_preempted["workdir"]
+    workdir = _copy(pristine, tmp_path_factory.mktemp("resumed"))
+    again = run_main([a.replace(str(pristine), str(workdir)) for a in killed_then_preempted["args"]])
+    return workdir, again
 
 
 def _copy(workdir, tmp_path) -> Path:
@@ -91,33 +114,25 @@ def _copy(workdir, tmp_path) -> Path:
     return copy
 
 
-def test_kill_9_then_resume_equals_uninterrupted(tmp_path, tj_data_dir, reference):
-    seed = int(os.environ.get("TJ_KILL_SEED", "0"))  # TJ_KILL_SEED=n tries another kill point
-    rng = random.Random(seed)
-    kill_after = rng.choice(range(4, STEPS - 7, 4))  # a checkpoint step; then up to 0.2 s more
-    delay = rng.uniform(0.0, 0.2)
-    note = f"killed after checkpoint {kill_after} + {delay:.3f}s (TJ_KILL_SEED={seed})"
+def test_kill_9_then_resume_equals_uninterrupted(tj_data_dir, killed_then_preempted, resumed,
+                                                 reference):
+    """The killed run resumes from a checkpoint it listed (falling back if the newest was caught
+    half-finalized); after its SIGTERM and the last resume, it equals the uninterrupted run."""
+    killed = killed_then_preempted["killed"]
+    note, listed = killed["note"], killed["listed"]
     print(note)  # shown with the test's output when it fails
-    workdir, log = tmp_path / "run", tmp_path / "log.txt"
-    args = _args(workdir, tj_data_dir)
-    proc = start_main(args, log)
-    wait_for(lambda: kill_after in checkpoint_steps(workdir), proc, f"checkpoint {kill_after}",
-             log_path=log)
-    time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    assert finish(proc) == -signal.SIGKILL, f"{note}: the run ended by itself"
-    assert _status(workdir)["state"] == "running", note
-    listed = checkpoint_steps(workdir)
-
-    again = run_main(args)
-    assert again.returncode == 0, f"{note}\n{again.stderr[-3000:]}"
-    resumed_from = [int(s) for s in RESUMING.findall(again.stderr)]
+    assert killed["code"] == -signal.SIGKILL, f"{note}: the run ended by itself"
+    assert killed["status"]["state"] == "running", note
+    log = killed_then_preempted["log"]
+    resumed_from = [int(s) for s in RESUMING.findall(log)]
     assert len(resumed_from) == 1 and resumed_from[0] in listed, (note, listed, resumed_from)
     if resumed_from[0] != max(listed):  # the newest was caught half-finalized
-        assert "falling back" in again.stderr, note
+        assert "falling back" in log, note
+
+    workdir, again = resumed
+    assert again.returncode == 0, f"{note}\n{again.stderr[-3000:]}"
     status = _status(workdir)
     assert status["state"] == "finished" and status["step"] == STEPS, note
-
     ref_dir, (ref_step, ref_state) = reference
     step, state = restore_newest(workdir, _config(tj_data_dir))
     assert step == ref_step == STEPS
@@ -128,8 +143,9 @@ def test_kill_9_then_resume_equals_uninterrupted(tmp_path, tj_data_dir, referenc
     assert _losses(workdir) == _losses(ref_dir), note
 
 
-def test_sigterm_saves_a_checkpoint_and_resumes(tmp_path, tj_data_dir, preempted, reference):
-    args, pristine, log = preempted
+def test_sigterm_saves_a_checkpoint_and_resumes(tj_data_dir, killed_then_preempted, resumed,
+                                                reference):
+    pristine, log = killed_then_preempted["workdir"], killed_then_preempted["log"]
     status = _status(pristine)
     step = status["step"]
     assert status["state"] == "preempted" and 2 * SIGTERM_EVERY <= step < STEPS, status
@@ -137,8 +153,7 @@ def test_sigterm_saves_a_checkpoint_and_resumes(tmp_path, tj_data_dir, preempted
     assert f"SIGTERM: saved a checkpoint at step {step}; rerun the same command to resume" in log
     assert "Traceback" not in log
 
-    workdir = _copy(pristine, tmp_path)
-    again = run_main([a.replace(str(pristine), str(workdir)) for a in args])
+    workdir, again = resumed
     assert again.returncode == 0, again.stderr[-3000:]
     assert [int(s) for s in RESUMING.findall(again.stderr)] == [step]
     assert "falling back" not in again.stderr
@@ -147,8 +162,9 @@ def test_sigterm_saves_a_checkpoint_and_resumes(tmp_path, tj_data_dir, preempted
     assert_trees_equal(restore_newest(workdir, _config(tj_data_dir))[1], ref_state)
 
 
-def test_corrupt_newest_checkpoint_falls_back(tmp_path, tj_data_dir, preempted, reference):
-    args, pristine, _ = preempted
+def test_corrupt_newest_checkpoint_falls_back(tmp_path, tj_data_dir, killed_then_preempted,
+                                              reference):
+    args, pristine = killed_then_preempted["args"], killed_then_preempted["workdir"]
     workdir = _copy(pristine, tmp_path)
     steps = checkpoint_steps(workdir)
     assert len(steps) == 2, steps  # keep_checkpoints=2

@@ -98,10 +98,7 @@ def _pythonpath() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def result() -> dict:
-    proc = BACKGROUND_RUNS.result("data_parallel")  # SCRIPT
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return _result(BACKGROUND_RUNS.result("data_parallel"), "RESULT ")  # SCRIPT
 
 
 def test_two_devices_train_like_one(result):
@@ -140,12 +137,9 @@ def test_distributed_arguments_are_checked():
     assert parallel.maybe_initialize_distributed("localhost:1234", 1, 0) is False
 
 
+# run after SCRIPT, in its process (one interpreter and JAX start for both)
 TRAINER_SCRIPT = r"""
-import json, os, sys
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           f" --xla_force_host_platform_device_count={sys.argv[1]}")
 data_dir, root = sys.argv[2], sys.argv[3]
-import jax
 from absl import logging
 from transformer_jax.studies import study
 from transformer_jax import train
@@ -175,29 +169,31 @@ for field, value in (("num_devices", 3), ("batch_size", 7)):
     except ConfigError as e:
         out[f"bad_{field}"] = str(e)
     out[f"bad_{field}_wrote"] = os.path.exists(f"{root}/bad_{field}")
-print("RESULT " + json.dumps(out))
+print("TRAINER_RESULT " + json.dumps(out))
 """
 
 
-# The two forced-2-device subprocesses run from the start of the session, while other tests run
-# (helpers_train.BackgroundRuns); each fixture then reads its outcome.
+# The forced-2-device subprocess (SCRIPT, then TRAINER_SCRIPT) runs from the start of the session,
+# while other tests run (helpers_train.BackgroundRuns); each fixture then reads its outcome.
 BACKGROUND = {
-    "data_parallel": (("result",), lambda paths: (
-        [sys.executable, "-c", SCRIPT, str(NUM_DEVICES)], TIMEOUT_S, _pythonpath())),
-    "data_parallel_trainer": (("trainer_result",), lambda paths: (
-        [sys.executable, "-c", TRAINER_SCRIPT, str(NUM_DEVICES), paths.data_dir,
-         paths.tmp / "data_parallel"], TIMEOUT_S * 2, _pythonpath())),
+    "data_parallel": (("result", "trainer_result"), lambda paths: (
+        [sys.executable, "-c", SCRIPT + TRAINER_SCRIPT, str(NUM_DEVICES), paths.data_dir,
+         paths.tmp / "data_parallel"], TIMEOUT_S * 3, _pythonpath())),
 }
+
+
+def _result(proc, prefix: str) -> dict:
+    lines = [l for l in proc.stdout.splitlines() if l.startswith(prefix)]
+    assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    return json.loads(lines[-1][len(prefix):])
 
 
 @pytest.fixture(scope="module")
 def trainer_result() -> dict:
     """train_replicas (2 seeds) on 1 device and data parallel on 2, in one subprocess."""
-    proc = BACKGROUND_RUNS.result("data_parallel_trainer")  # TRAINER_SCRIPT
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    proc = BACKGROUND_RUNS.result("data_parallel")  # TRAINER_SCRIPT, after SCRIPT
     assert "data parallel over 2 devices" in proc.stderr
-    return json.loads(lines[-1][len("RESULT "):])
+    return _result(proc, "TRAINER_RESULT ")
 
 
 def test_trainer_data_parallel_matches_one_device(trainer_result):
