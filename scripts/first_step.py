@@ -52,17 +52,21 @@ EVENTS = defaultdict(float)
 monitoring.register_event_duration_secs_listener(
     lambda name, secs, **kw: EVENTS.__setitem__(name, EVENTS[name] + secs))
 monitoring.register_event_listener(lambda name, **kw: EVENTS.__setitem__(name, EVENTS[name] + 1))
+import dataclasses
 from transformer_jax.train import cli, loop
 PEAK = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-set_up, build_run, init_states, step = (cli.set_up_compilation, loop.build_run, loop.init_states,
-                                        loop._step)
+set_up, build_run, for_training, step = (cli.set_up_compilation, loop.build_run,
+                                         loop.programs_lib.for_training, loop._step)
 def timed_set_up(*a, **k):  # the first thing main() does: every import of main's module is done
     T["imports"] = time.time(); T["peak imports"] = PEAK(); return set_up(*a, **k)
 def timed_build_run(*a, **k):
     out = build_run(*a, **k); T["data"] = time.time(); T["peak data"] = PEAK(); return out
-def timed_init_states(*a, **k):
-    out = init_states(*a, **k); jax.block_until_ready(out[1]); T["init"] = time.time(); T["peak init"] = PEAK()
-    T["events_before_call"] = dict(EVENTS); return out
+def timed_for_training(*a, **k):  # the trainer's programs, whose init_states starts the run
+    built = for_training(*a, **k)
+    def timed_init_states(*a, **k):
+        out = built.init_states(*a, **k); jax.block_until_ready(out); T["init"] = time.time()
+        T["peak init"] = PEAK(); T["events_before_call"] = dict(EVENTS); return out
+    return dataclasses.replace(built, init_states=timed_init_states)
 def timed_step(*a, **k):
     out = step(*a, **k)  # fetches the metrics: the call has finished
     T["first call"] = time.time(); T["events"] = dict(EVENTS)
@@ -70,7 +74,8 @@ def timed_step(*a, **k):
     sys.__stdout__.write("FIRST_STEP " + json.dumps(T) + "\n"); sys.__stdout__.flush()  # main redirects stdout to train.log
     os._exit(0)
 cli.set_up_compilation = timed_set_up
-loop.build_run, loop.init_states, loop._step = timed_build_run, timed_init_states, timed_step
+loop.build_run, loop.programs_lib.for_training, loop._step = (timed_build_run, timed_for_training,
+                                                              timed_step)
 sys.argv = ["transformer_jax.main"] + sys.argv[1:]
 runpy.run_module("transformer_jax.main", run_name="__main__", alter_sys=True)
 """
