@@ -4,12 +4,11 @@ file's defaults and one-line descriptions read from the typed dataclasses, and e
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers_train import MainServer
 from transformer_jax.config import ModelConfig
 from transformer_jax.data import DataConfig
 from transformer_jax.studies.loading import load_config
@@ -20,9 +19,13 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "configs").glob("*.py"))
 
 
-def main(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "transformer_jax.main", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+@pytest.fixture(scope="module")
+def main(tmp_path_factory):
+    """main's command line, each command in a fork of one process that did main's imports once
+    (helpers_train.MainServer; a fresh interpreter per command spent ~2 CPU-s on them)."""
+    server = MainServer(tmp_path_factory.mktemp("main_server"))
+    yield lambda *args: server.run(args)
+    server.close()
 
 
 def test_a_description_continues_on_the_comment_lines_below_its_field():
@@ -41,7 +44,7 @@ def test_every_field_of_every_config_has_a_description(path):
 
 
 @pytest.mark.parametrize("flag", ["--help", "--helpfull"])
-def test_help_lists_the_configs_fields_with_defaults_and_exits_0(flag):
+def test_help_lists_the_configs_fields_with_defaults_and_exits_0(main, flag):
     done = main("--config=configs/synthetic.py:task=sort", flag)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -56,7 +59,7 @@ def test_help_lists_the_configs_fields_with_defaults_and_exits_0(flag):
     assert absl_flag == (flag == "--helpfull")  # --helpfull: absl's flags too
 
 
-def test_help_without_a_config_names_the_config_files():
+def test_help_without_a_config_names_the_config_files(main):
     done = main("--help")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == (
@@ -70,7 +73,7 @@ def test_help_without_a_config_names_the_config_files():
         "(--config=configs/synthetic.py:size=huge did not load: without --help the command says why)")
 
 
-def test_show_config_prints_the_resolved_config_and_exits(tmp_path):
+def test_show_config_prints_the_resolved_config_and_exits(main):
     done = main("--config=configs/synthetic.py:tiny,task=sort", "--config.model.position=rotary",
                 "--show_config")
     assert done.returncode == 0, done.stderr
