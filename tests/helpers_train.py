@@ -51,14 +51,24 @@ def main_command(args: Iterable[str]) -> list[str]:
 
 def run_main(args: Iterable[str], env: dict[str, str] | None = None,
              timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
-    """Runs the training entrypoint to completion (stdout/stderr captured as text)."""
-    command = main_command(args)
-    try:
-        return subprocess.run(command, cwd=REPO, env={**os.environ, **(env or {})},
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
-        pytest.fail(f"timed out after {timeout}s: {' '.join(command)}\n{(err or '')[-3000:]}")
+    """Runs the training entrypoint to completion (stdout/stderr captured as text), as
+    `python -m transformer_jax.main` would in this process's environment (with `env` on top),
+    in a fork of this test process's MainServer (below): main's imports are done once per
+    pytest worker instead of ~2 CPU-s per command. A test that signals the process, or needs a
+    fresh interpreter, starts a real one (start_main, subprocess)."""
+    with _SHARED_LOCK:
+        if not _SHARED or _SHARED[0].process.poll() is not None:  # none yet, or it was closed
+            import atexit
+            import tempfile
+
+            _SHARED[:] = [MainServer(Path(tempfile.mkdtemp(prefix="tj_main_server_")))]
+            atexit.register(_SHARED[0].close)
+        return _SHARED[0].run(main_command(args)[3:], {**os.environ, **(env or {})}, timeout,
+                              whole_env=True)  # main's arguments, --verbosity=0 first
+
+
+_SHARED: list = []  # run_main's MainServer in this process (started at its first call)
+_SHARED_LOCK = threading.Lock()
 
 
 def start_main(args: Iterable[str], log_path: Path) -> subprocess.Popen:
@@ -385,6 +395,8 @@ for line in sys.stdin:
     if pid == 0:
         code = 1
         try:
+            if request.get("whole_env"):  # the caller's environment as it is now
+                os.environ.clear()
             os.environ.update(request["env"])
             for fd, path in ((1, request["out"]), (2, request["err"])):
                 os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
@@ -436,12 +448,13 @@ class MainServer:
         return reply[0]
 
     def run(self, args: Iterable[str], env: dict[str, str] | None = None,
-            timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
-        """What run_main(args, env) returns, from a fork of the server."""
+            timeout: float = TIMEOUT_S, whole_env: bool = False) -> subprocess.CompletedProcess:
+        """What a fresh `python -m transformer_jax.main` would return, from a fork of the
+        server: with `env` on top of the server's environment, or as the whole environment."""
         self.count += 1
         out, err = self.scratch / f"{self.count}.out", self.scratch / f"{self.count}.err"
         request = {"args": [str(a) for a in args], "env": env or {}, "out": str(out),
-                   "err": str(err)}
+                   "err": str(err), "whole_env": whole_env}
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         code = json.loads(self._expect(f"exit status of {main_command(args)}", timeout))
