@@ -119,15 +119,8 @@ class Ours:
         """The jitted train step `build` makes and the shapes of its state, with no
         initialization compiled or run: what lowering the step needs."""
         tx, schedule = steps.make_optimizer(tcfg)
-        graphdefs = []
-
-        def state_only():  # traced once, by eval_shape
-            graphdef, state = _fresh_state(model, tx, 0)
-            graphdefs.append(graphdef)
-            return state
-
-        state = jax.eval_shape(state_only)
-        return _train_step(graphdefs[0], model, tcfg, tx, schedule), state
+        graphdef = init.graphdef_of(model)
+        return _train_step(graphdef, model, tcfg, tx, schedule), init.state_shapes(model, tx)
 
     def multi_step(self):
         """k steps per call, as the trainer builds it (`train.steps_per_call`)."""

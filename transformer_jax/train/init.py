@@ -50,6 +50,14 @@ def param_shapes(cfg: ModelConfig) -> dict:
     return jax.tree.map(lambda leaf: leaf, _param_shapes(cfg))  # a copy the caller may change
 
 
+def state_shapes(cfg: ModelConfig, tx) -> dict:
+    """A fresh train state's shapes and dtypes (one seed's of init_states), nothing compiled:
+    what a checkpoint restores into and what lowering a train step needs."""
+    params = param_shapes(cfg)
+    return {"params": params, "opt_state": jax.eval_shape(tx.init, params),
+            "step": jax.ShapeDtypeStruct((), jnp.int32)}
+
+
 def init_states(cfg: ModelConfig, tx, seeds: Sequence[int]) -> tuple[nnx.GraphDef, dict]:
     """(graphdef, the fresh train states of runs that differ only in seed, stacked on a leading
     replica axis [R, ...]): for each seed, init_model's parameters, `tx.init` of them and step 0.

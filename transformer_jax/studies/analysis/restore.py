@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
-from transformer_jax.train.init import graphdef_of, param_shapes
+from transformer_jax.train.init import graphdef_of, state_shapes
 from transformer_jax.train.run import Run, build_run
 from transformer_jax.train import steps
 from transformer_jax.train import workdir as workdir_lib
@@ -81,10 +81,8 @@ def _restore(run_dirs: Mapping[int, Path]) -> Restored:
         run = build_run(config)
         if first is None:
             first = run
-            graphdef, params = graphdef_of(run.model), param_shapes(run.model)  # no compile
-            tx, _ = steps.make_optimizer(run.train)
-            target = {"params": params, "opt_state": jax.eval_shape(tx.init, params),
-                      "step": jax.ShapeDtypeStruct((), jnp.int32)}
+            graphdef = graphdef_of(run.model)
+            target = state_shapes(run.model, steps.make_optimizer(run.train)[0])  # no compile
         with Checkpointer(str(path / "checkpoints"), keep=run.train.keep_checkpoints) as ckpt:
             found = ckpt.restore(target)
         if found is None:
