@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 
 def _fast_compile_xla_flags() -> str:
@@ -175,6 +176,7 @@ def pytest_collection_modifyitems(session, config, items):
         for module in by_module:  # worker keeps the second core busy; each command runs
             BACKGROUND_RUNS.register({key: build for key, (_, build) in  # when asked
                                       (getattr(module, "BACKGROUND", None) or {}).items()})
+        _longest_files_first(items)
         return
     planned = [m for m in by_module if getattr(m, "BACKGROUND", None)]
     for module in planned:
@@ -185,6 +187,50 @@ def pytest_collection_modifyitems(session, config, items):
     last = set(planned)
     items[:] = ([i for i in items if getattr(i, "module", None) not in last] +
                 [i for m in planned for i in by_module[m]])
+
+
+# --- The order of the files (tests/file_order.py) ------------------------------------------------
+
+
+def pytest_addoption(parser):
+    parser.addoption("--store-durations", action="store_true",
+                     help="write each test file's duration in this run into tests/durations.json "
+                          "(the order scripts/test.sh's workers take the files in)")
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # xdist: hand files out in the collected order,
+        config.option.loadscopereorder = False  # which the workers make longest first (below)
+
+
+def _longest_files_first(items) -> None:
+    """Both workers collect in this same order; xdist's scheduler then hands the files out in it."""
+    import file_order
+
+    by_file: dict = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
+    order = file_order.longest_first(by_file, file_order.read_durations())
+    items[:] = [item for f in order for item in by_file[f]]
+
+
+_MEASURED: dict = {}  # file -> seconds in this run (--store-durations)
+
+
+def pytest_runtest_logreport(report):  # under xdist, the controller gets every worker's reports
+    file = report.nodeid.split("::")[0]
+    _MEASURED[file] = _MEASURED.get(file, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if config.getoption("--store-durations") and not hasattr(config, "workerinput"):
+        import file_order
+
+        root = Path(config.rootpath)
+        existing = [str(p.relative_to(root)) for p in (root / "tests").rglob("test_*.py")]
+        file_order.write_durations(file_order.merged(file_order.read_durations(), _MEASURED,
+                                                     existing))
 
 
 @pytest.fixture(scope="session", autouse=True)
