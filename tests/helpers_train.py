@@ -1,15 +1,14 @@
 """Helpers shared by the training-entrypoint tests (test_train, test_cli_errors, test_faults).
 
-Runs go through `python -m transformer_jax.main` as subprocesses (each bounded by a timeout, so
-a hang fails instead of stalling CI) or in-process through `train.train_and_evaluate`.
+Runs go through `python -m transformer_jax.main`, as commands that the pytest worker's fork server
+starts (tests/fork_server.py; each bounded by a timeout, so a hang fails instead of stalling CI), or
+in-process through `train.train_and_evaluate`.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -19,6 +18,8 @@ from typing import Any, Iterable
 
 import numpy as np
 import pytest
+
+import fork_server
 
 REPO = Path(__file__).resolve().parents[1]
 SYNTHETIC, LM = "configs/synthetic.py", "configs/lm.py"
@@ -53,32 +54,15 @@ def run_main(args: Iterable[str], env: dict[str, str] | None = None,
              timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
     """Runs the training entrypoint to completion (stdout/stderr captured as text), as
     `python -m transformer_jax.main` would in this process's environment (with `env` on top),
-    in a fork of this test process's MainServer (below): main's imports are done once per
-    pytest worker instead of ~2 CPU-s per command. A test that signals the process, or needs a
-    fresh interpreter, starts a real one (start_main, subprocess)."""
-    with _SHARED_LOCK:
-        if not _SHARED or _SHARED[0].process.poll() is not None:  # none yet, or it was closed
-            import atexit
-            import tempfile
-
-            _SHARED[:] = [MainServer(Path(tempfile.mkdtemp(prefix="tj_main_server_")))]
-            atexit.register(_SHARED[0].close)
-        return _SHARED[0].run(main_command(args)[3:], {**os.environ, **(env or {})}, timeout,
-                              whole_env=True)  # main's arguments, --verbosity=0 first
+    in a fork of this pytest worker's fork server (tests/fork_server.py): main's imports are done
+    once per worker instead of ~2 CPU-s per command."""
+    return fork_server.run_command(main_command(args), timeout, env)
 
 
-_SHARED: list = []  # run_main's MainServer in this process (started at its first call)
-_SHARED_LOCK = threading.Lock()
-
-
-def start_main(args: Iterable[str], log_path: Path) -> subprocess.Popen:
-    """Starts a run in the background; its stderr (the absl log) goes to `log_path`."""
-    log = open(log_path, "w")
-    try:
-        return subprocess.Popen(main_command(args), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                text=True)
-    finally:
-        log.close()  # the child holds its own descriptor
+def start_main(args: Iterable[str], log_path: Path) -> fork_server.Forked:
+    """Starts a run in the background, from this worker's fork server (a Popen-like handle to
+    signal and wait for); its stdout and stderr (the absl log) go to `log_path`."""
+    return fork_server.start_command(main_command(args), log_path)
 
 
 def wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = TIMEOUT_S,
@@ -266,6 +250,10 @@ class _Job:
             with self.lock:
                 if self.cancelled:
                     raise RuntimeError("the session ended before this command ran")
+            if fork_server.serves(self.command):  # a timeout fails the test that asks for it
+                self.proc = fork_server.run_command(self.command, self.timeout, self.env)
+                return
+            with self.lock:
                 self.popen = subprocess.Popen(self.command, cwd=REPO,
                                               env={**os.environ, **(self.env or {})},
                                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -367,110 +355,18 @@ class BackgroundRuns:
 BACKGROUND_RUNS = BackgroundRuns()
 
 
-# --- `python -m transformer_jax.main` without paying its imports per run -------------------------
-#
-# A run that ends at bad input spends ~2 s of CPU importing JAX, Flax, Orbax and TFDS and well under
-# one doing its work. A MainServer process imports what main.py imports once (after the same
-# huge-page restart main.py does first), then runs each command in a fork of itself: main.py as
-# `__main__` (runpy, as -m does) with the command's arguments and environment, its stdout and
-# stderr captured at the file-descriptor level, and its exit status as the interpreter would set it
-# (SystemExit's code; 1 after an uncaught exception, whose traceback sys.excepthook prints). What
-# the server's imports printed on stderr is put in front of every command's stderr, as a fresh
-# process would have printed it. Nothing else is shared: each command's JAX backend, flags and
-# files are its own process's. For commands that run and exit in seconds; a training run should
-# use run_main.
-
-_SERVER = r'''
-import json, os, runpy, sys
-from transformer_jax.runtime import hugepages
-hugepages.reexec_if_useful()  # as main.py does first; the forks inherit its environment
-import absl.app, absl.flags, absl.logging, ml_collections.config_flags  # noqa: E401 main's imports
-from transformer_jax.train import cli, loop, parallel  # noqa: F401
-sys.stderr.flush()
-print("ready", flush=True)
-main_path = os.path.join(os.getcwd(), "transformer_jax", "main.py")
-for line in sys.stdin:
-    request = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            if request.get("whole_env"):  # the caller's environment as it is now
-                os.environ.clear()
-            os.environ.update(request["env"])
-            for fd, path in ((1, request["out"]), (2, request["err"])):
-                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
-            sys.argv = [main_path] + request["args"]
-            try:
-                runpy.run_module("transformer_jax.main", run_name="__main__", alter_sys=True)
-                code = 0
-            except SystemExit as e:
-                if e.code is None or isinstance(e.code, int):
-                    code = e.code or 0
-                else:
-                    print(e.code, file=sys.stderr)
-            except BaseException:
-                sys.excepthook(*sys.exc_info())
-        finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    print(json.dumps(os.waitstatus_to_exitcode(status)), flush=True)
-'''
-
-
 class MainServer:
-    """One server process (see above); `run` may be called from one thread at a time."""
+    """A fork server of its own (tests/fork_server.py) for main's command lines: the CLI tests run
+    many at once from several threads, one command per server at a time."""
 
     def __init__(self, scratch: Path, timeout: float = TIMEOUT_S):
-        self.scratch, self.count = Path(scratch), 0
-        self.scratch.mkdir(parents=True, exist_ok=True)
-        with open(self.scratch / "server.err", "w") as err:
-            self.process = subprocess.Popen([sys.executable, "-c", _SERVER], cwd=REPO, text=True,
-                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=err, process_group=0)
-        self._expect("ready", timeout)
-        self.import_stderr = (self.scratch / "server.err").read_text()
-
-    def _expect(self, what: str, timeout: float) -> str:
-        reply: list[str] = []
-        reader = threading.Thread(target=lambda: reply.append(self.process.stdout.readline()),
-                                  daemon=True)
-        reader.start()
-        reader.join(timeout)
-        if not reply or not reply[0]:
-            self.close()
-            err = (self.scratch / "server.err").read_text()[-3000:]
-            pytest.fail(f"the main server gave no {what} within {timeout}s\n{err}")
-        return reply[0]
+        self.server = fork_server.ForkServer(scratch, timeout)
 
     def run(self, args: Iterable[str], env: dict[str, str] | None = None,
             timeout: float = TIMEOUT_S, whole_env: bool = False) -> subprocess.CompletedProcess:
-        """What a fresh `python -m transformer_jax.main` would return, from a fork of the
-        server: with `env` on top of the server's environment, or as the whole environment."""
-        self.count += 1
-        out, err = self.scratch / f"{self.count}.out", self.scratch / f"{self.count}.err"
-        request = {"args": [str(a) for a in args], "env": env or {}, "out": str(out),
-                   "err": str(err), "whole_env": whole_env}
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        code = json.loads(self._expect(f"exit status of {main_command(args)}", timeout))
-        return subprocess.CompletedProcess(main_command(args), code, out.read_text(),
-                                           self.import_stderr + err.read_text())
+        """What a fresh `python -m transformer_jax.main *args` would return, with `env` on top of
+        the server's environment, or as the whole environment."""
+        return self.server.run("transformer_jax.main", args, env, timeout, whole_env)
 
     def close(self) -> None:
-        """Ends the server, and with it (its process group) a command still running."""
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait()
+        self.server.close()

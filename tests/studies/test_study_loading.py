@@ -2,11 +2,12 @@
 one line each, naming what is valid, before anything runs."""
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from fork_server import run_command
 
 from transformer_jax.config import ConfigError
 from transformer_jax.studies.loading import load_study
@@ -58,10 +59,9 @@ def test_a_misspelt_override_names_the_variant_and_the_nearest_field(tmp_path):
 
 
 def test_the_sweep_says_so_in_one_line_and_exits_2(tmp_path):
-    done = subprocess.run(
+    done = run_command(
         [sys.executable, "-m", "transformer_jax.sweep", f"--experiment={write_study(tmp_path)}",
-         f"--workdir={tmp_path / 'runs'}", "--size=large"],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
+         f"--workdir={tmp_path / 'runs'}", "--size=large"])
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
         f"error: --size='large': {tmp_path / 'mine.py'} has no 'large' size; its sizes: default, tiny"]

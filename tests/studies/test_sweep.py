@@ -196,12 +196,12 @@ def test_bad_shard_and_unknown_experiment_and_variant(tmp_path):
 @pytest.mark.parametrize("jobs, fragment", [("0", "--jobs=0 must be at least 1"),
                                              ("two", "--jobs")])
 def test_bad_jobs_is_one_line_and_exit_2(tmp_path, jobs, fragment):
-    import subprocess
     import sys
-    result = subprocess.run(
+
+    from fork_server import run_command
+    result = run_command(
         [sys.executable, "-m", "transformer_jax.sweep", "--experiment=experiments/scaling.py",
-         f"--workdir={tmp_path / 'study'}", f"--jobs={jobs}"],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
+         f"--workdir={tmp_path / 'study'}", f"--jobs={jobs}"])
     errors = [l for l in result.stderr.splitlines() if l.startswith("error:")]
     assert result.returncode == 2 and len(errors) == 1 and fragment in errors[0], result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "study").exists()

@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 
 import pytest
 
 from transformer_jax.train import workdir as workdir_lib
 
 from conftest import ORBAX_LATE_CLOSE
-from helpers_train import (LONG_SWEEP_STEPS, REPO, TIMEOUT_S, assert_no_worker_outlives,
+from fork_server import Forked, start_command
+from helpers_train import (LONG_SWEEP_STEPS, TIMEOUT_S, assert_no_worker_outlives,
                            checkpoint_steps, sweep_command, sweep_logs, sweep_workers, wait_for)
 
 pytestmark = [pytest.mark.usefixtures("compilation_cache"), ORBAX_LATE_CLOSE]
@@ -28,14 +28,13 @@ RESUMING = re.compile(r"resuming \S+/(\w)/seed_(\d) from step (\d+)")
 ASKED = "SIGINT: asking every worker to save a checkpoint and stop"
 
 
-def _start(command, log_path) -> subprocess.Popen:
-    """The sweep in a process group of its own, as a shell starts a foreground job."""
-    with open(log_path, "w") as log:
-        return subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                process_group=0)
+def _start(command, log_path) -> Forked:
+    """The sweep in a process group of its own, as a shell starts a foreground job (every
+    command of the fork server is)."""
+    return start_command(command, log_path)
 
 
-def _ctrl_c(process: subprocess.Popen) -> None:
+def _ctrl_c(process: Forked) -> None:
     os.killpg(process.pid, signal.SIGINT)  # what the terminal does: the whole group
 
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from fork_server import run_command
+
 REPO = Path(__file__).resolve().parents[2]
 NOISE = ("backend 'tpu'", "Unknown size", "Downloading and preparing", "Using custom data "
          "configuration", "Reusing dataset")
@@ -45,11 +47,10 @@ def sweep(tmp_path_factory):
         "def get_study(size):\n"
         f"    return tiny_study(Path({str(tmp / 'data')!r}), seeds=(0, 1))\n")
     logdir = tmp / "runs"
-    env = {**os.environ, "MPLCONFIGDIR": str(tmp / "mpl"), "MPLBACKEND": "Agg"}
-    result = subprocess.run(
+    env = {"MPLCONFIGDIR": str(tmp / "mpl"), "MPLBACKEND": "Agg"}
+    result = run_command(
         [sys.executable, "-m", "transformer_jax.sweep", f"--experiment={experiment}",
-         f"--workdir={logdir / 'tiny'}", "--jobs=2"],
-        cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+         f"--workdir={logdir / 'tiny'}", "--jobs=2"], timeout=600, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     return result, logdir, logdir / "tiny"
 

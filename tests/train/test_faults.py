@@ -16,7 +16,6 @@ import random
 import re
 import shutil
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -25,7 +24,8 @@ import pytest
 from transformer_jax.train import workdir as workdir_lib
 
 from conftest import ORBAX_LATE_CLOSE
-from helpers_train import (FAULT_OVERRIDES, LONG_SWEEP_STEPS, REPO, SYNTHETIC, TIMEOUT_S,
+from fork_server import run_command, start_command
+from helpers_train import (FAULT_OVERRIDES, LONG_SWEEP_STEPS, SYNTHETIC, TIMEOUT_S,
                            assert_no_worker_outlives, assert_trees_equal, checkpoint_steps, finish, main_args, restore_newest,
                            run_main, start_main, sweep_command, sweep_logs, sweep_workers,
                            tiny_config, tree_hashes, wait_for)
@@ -254,13 +254,12 @@ def test_signals_to_a_parallel_sweep_with_an_idle_worker(tmp_path, tj_data_dir):
     b_run = root / "b" / "seed_0"
 
     log_path = tmp_path / "first.log"
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        wait_for(lambda: _a_finished_b_checkpointed(root), process,
-                 "a finished and a checkpoint of b", log_path=log_path)
-        workers = sweep_workers(process)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=TIMEOUT_S) == 0, log_path.read_text()[-3000:]
+    process = start_command(command, log_path)
+    wait_for(lambda: _a_finished_b_checkpointed(root), process,
+             "a finished and a checkpoint of b", log_path=log_path)
+    workers = sweep_workers(process)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=TIMEOUT_S) == 0, log_path.read_text()[-3000:]
     assert_no_worker_outlives(workers, 2)  # b's and a's idle one
     state = workdir_lib.read_status(b_run)
     preempted = state["step"]
@@ -269,18 +268,17 @@ def test_signals_to_a_parallel_sweep_with_an_idle_worker(tmp_path, tj_data_dir):
     finished_a = tree_hashes(root / "a")
 
     log_path = tmp_path / "second.log"
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        wait_for(lambda: _a_finished_b_checkpointed(root, after=preempted), process,
-                 f"a checkpoint of b after step {preempted}", log_path=log_path)
-        workers = sweep_workers(process)
-        process.kill()
-        process.wait(timeout=30)
+    process = start_command(command, log_path)
+    wait_for(lambda: _a_finished_b_checkpointed(root, after=preempted), process,
+             f"a checkpoint of b after step {preempted}", log_path=log_path)
+    workers = sweep_workers(process)
+    process.kill()
+    process.wait(timeout=30)
     assert_no_worker_outlives(workers, 1)  # only b's task is left: the pool started one
     assert RESUMING.findall(log_path.read_text()) == [str(preempted)] * 2  # b's two seeds
     assert workdir_lib.read_status(b_run)["state"] == "running"
 
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S * 2)
+    result = run_command(command, timeout=TIMEOUT_S * 2)
     assert result.returncode == 0, result.stderr[-3000:]
     assert tree_hashes(root / "a") == finished_a  # finished runs untouched
     logs = sweep_logs(result.stderr, root)
