@@ -2,12 +2,17 @@
 recognisable roles (Voita et al. 2019), once the model is deep and long enough to form them.
 
 Run:  python -m transformer_jax.sweep --experiment=experiments/lm_head_roles.py --workdir=runs/lm_head_roles
-(or the mechanisms suite: scripts/run.sh --suite=mechanisms). One causal character LM on tiny
+(or its suite: scripts/run.sh --suite=circuits). One causal character LM on tiny
 Shakespeare (lm_positions.lm_base): 4 layers of 8 heads (d_model 128, d_k 16) over a
 128-character context, 4,000 steps of 32 windows (16 M characters, about 16 passes over the
 training text), sized to train within 30 minutes on 2 cores: a 100-step probe of this model ran
 1.9 steps/s beside a 2-worker sweep (Intel Xeon, 2 CPUs), so about 35 minutes if it shares the
 machine throughout and about 20 alone; in its suite it shares the machine for the first third.
+
+A suite of its own (circuits), apart from mechanisms: on a 2-core AMD EPYC (AVX2, no AVX-512)
+its one 4,000-step run trains at 3.7 steps/s alone and 1.9 beside the suite's other worker, so
+the mechanisms suite with it was on course for about 40 minutes there (10 of 11 variants and
+2,800 of its steps in 28 min 30 s); alone it needs about 20.
 
 Why this study: lm_heads' models (2 layers, 64 characters, 1,200 steps) formed no induction
 head (largest prefix-matching score 0.01 in every seed) and one previous-token head in 1 seed of
@@ -73,7 +78,7 @@ def get_study(size: str) -> Study:
         base=base, variants={VARIANT: {}}, seeds=(0,),
         metrics=(BITS, "eval/accuracy", "train/loss"),
         expectations=(),
-        suite="mechanisms",
+        suite="circuits",  # alone: see "A suite of its own" above
         analyses=(head_roles.make_analysis(roles),
                   head_importance.make_analysis("loss", by_cause)),
     )

@@ -7,9 +7,10 @@
 #   scripts/run.sh --suite=components [WORKDIR] [flags]   # BatchNorm, heads, induction, softmax gradient
 #   scripts/run.sh --suite=mechanisms [WORKDIR] [flags]   # causal mask, residual gradients, BatchNorm on text
 #   scripts/run.sh --suite=precision [WORKDIR] [flags]   # bfloat16 products in a character LM
-# --suite=main|lm|depth|components|mechanisms|precision|all may stand anywhere; WORKDIR is the first other
-# argument when it is not a flag, by default runs/studies (main) or runs/<suite>_studies. The text of
-# the real-text studies (lm, mechanisms, precision):
+#   scripts/run.sh --suite=circuits [WORKDIR] [flags]   # a larger character LM's heads, by knock-out
+# --suite=main|lm|depth|components|mechanisms|precision|circuits|all may stand anywhere; WORKDIR is the
+# first other argument when it is not a flag, by default runs/studies (main) or runs/<suite>_studies.
+# The text of the real-text studies (lm, mechanisms, precision, circuits):
 # --text_path=FILE (a sweep flag; '' = the TFDS dataset), else $TJ_SHAKESPEARE, else
 # ../shared/data/tinyshakespeare.txt if present, else the TFDS dataset (downloaded once).
 # Re-running skips finished runs and resumes interrupted ones. Two worker processes train two

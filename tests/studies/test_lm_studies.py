@@ -140,13 +140,17 @@ def test_suites_filter_the_studies_of_a_directory(size):
     assert "causal_mask" in mechanisms and not mechanisms & (main | set(lm) | depth | components)
     precision = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "precision")}
     assert precision == {"lm_bfloat16"}  # alone: its bfloat16 arm is slow where it is emulated
-    assert set(everything) == main | set(lm) | depth | components | mechanisms | precision
+    circuits = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "circuits")}
+    assert circuits == {"lm_head_roles"}  # alone: its one 4,000-step run fills 20 minutes
+    assert not mechanisms & circuits
+    assert set(everything) == (main | set(lm) | depth | components | mechanisms | precision
+                               | circuits)
     # the main suite first, then each suite's studies together (suites by name)
     assert everything[:len(main)] == [n for n in everything if n in main]
     first_lm = everything.index(lm[0])
     assert everything[first_lm:first_lm + len(lm)] == lm
     with pytest.raises(ConfigError, match="--suite='nope' is not one of: main, lm, depth, components, "
-                                         "mechanisms, precision, all"):
+                                         "mechanisms, precision, circuits, all"):
         sweep.select_studies(EXPERIMENTS, size, "nope")
 
 
@@ -160,6 +164,6 @@ def test_bad_suite_through_run_sh_is_one_line_and_exit_2(tmp_path, args):
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode == 2 and len(errors) == 1, result.stderr
     assert ("--suite='nope' is not one of: main, lm, depth, components, mechanisms, precision, "
-            "all") in errors[0]
+            "circuits, all") in errors[0]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "w").exists() and not (REPO / "runs" / "nope_studies").exists()

@@ -11,7 +11,8 @@ from transformer_jax.studies.study import Study
 
 STUDY_ORDER = ("scaling", "positions", "residuals", "norm_placement", "length_generalization",
                "lm_positions", "lm_scaling", "depth")
-SUITES = ("main", "lm", "depth", "components", "mechanisms", "precision", "all")  # 'all': every study, whatever its suite
+SUITES = ("main", "lm", "depth", "components", "mechanisms", "precision", "circuits",
+          "all")  # 'all': every study, whatever its suite
 
 
 def check_suite(suite: str) -> str:

@@ -1,9 +1,10 @@
 r"""The sweep behind `python -m transformer_jax.sweep` --experiment=experiments/NAME.py --workdir=DIR
 
 `--experiment=experiments/` (a directory) runs every study in it of one suite (`--suite`:
-main = the generated-data studies, the default; lm = the real-text ones; depth = deep stacks,
-BatchNorm and heads; mechanisms = a mechanism taken out of training, e.g. the causal mask; all),
-each into
+main = the generated-data studies, the default; lm = the real-text ones; depth = deep stacks;
+components = BatchNorm, heads, induction; mechanisms = a mechanism taken out of training, e.g. the
+causal mask; precision = bfloat16 products; circuits = a larger character LM's heads by knock-out;
+all), each into
 DIR/<name>, and writes DIR/report.md linking their verdicts and plots and DIR/README.md, the
 index of their pages (what scripts/run.sh does). A single experiment file runs whatever its suite.
 
@@ -59,11 +60,12 @@ _SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --ex
                              "main (generated data) | lm (real text) | depth (deep stacks) | components "
                              "(BatchNorm, heads, induction, softmax gradient) | mechanisms (a mechanism "
                              "judged itself: the causal mask, residual gradients, BatchNorm on text) | "
-                             "precision (bfloat16 products on real text) | all. "
+                             "precision (bfloat16 products on real text) | circuits (the heads a larger "
+                             "character LM needs, by knock-out) | all. "
                              "A file ignores it.")
 _TEXT_PATH = flags.DEFINE_string(
-    "text_path", None, "The text of the real-text studies (lm suite, and the mechanisms suite's "
-    "text studies): a local UTF-8 file, or '' for the TFDS dataset tiny_shakespeare (downloaded "
+    "text_path", None, "The text of the real-text studies (the lm, precision and circuits suites, "
+    "and the mechanisms suite's text studies): a local UTF-8 file, or '' for the TFDS dataset tiny_shakespeare (downloaded "
     "once into ~/.cache/transformer_jax). Unset: $TJ_SHAKESPEARE, else "
     "../shared/data/tinyshakespeare.txt beside the repository if present, else TFDS.")
 flags.mark_flags_as_required(["experiment", "workdir"])
