@@ -77,7 +77,7 @@ def command(request):  # in the fork; never returns
         os.dup2(out, 1)
         os.dup2(err, 2)
         module = request["module"]
-        sys.argv = [os.path.join(os.getcwd(), *module.split(".")) + ".py"] + request["args"]
+        sys.argv = [module] + request["args"]  # run_module makes argv[0] the module's file
         try:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
             code = 0
