@@ -42,7 +42,7 @@ def test_an_expectation_at_a_step_is_judged_there():
     assert at_start.verdict.value == "holds" and at_start.effect == pytest.approx(0.5)
     at_end = e.judge(report.final_values(study, runs, "m"))  # final values: b ahead
     assert at_end.verdict.value == "does not hold"
-    assert ", at step 1" in report.verdict_cells(e, at_start)[2]
+    assert ", at step 1" in report.verdict_cells(e, at_start)[3]  # expected, kind, values, effect
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "1"])

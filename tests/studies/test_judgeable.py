@@ -123,5 +123,6 @@ def test_the_page_shows_a_ratio_as_a_factor():
     e = Expectation("s's max logit ≥ 10× q's", "m", "q", Comparison.RATIO, 10.0, b="s",
                     higher_is_better=False)
     cells = verdict_text.expectation_cells(record_lib.expectation_record(e, e.judge(LOGITS)))
-    assert cells[2].startswith("40.86× (s / q, lower is better")
-    assert cells[4] == "≥ 10×" and cells[5] == "holds"
+    cell = dict(zip(verdict_text.VERDICT_HEADER, cells))
+    assert cell["effect"].startswith("40.86× (s / q, lower is better")
+    assert cell["threshold"] == "≥ 10×" and cell["verdict"] == "holds"

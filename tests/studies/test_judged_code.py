@@ -28,9 +28,20 @@ def test_a_moved_threshold_or_comparison_moves_the_description():
 
 def test_literals_and_module_constants_are_read():
     literal = judged_code.describe(lambda s: s >= 0.3)
-    assert 0.3 in literal["numbers"] and literal["comparisons"] == [">="]
+    assert literal["tree"] == ["Lambda(args=arguments(posonlyargs=[], args=[arg(arg='s')], "
+                               "kwonlyargs=[], kw_defaults=[], defaults=[]), body=Compare("
+                               "left=Name(id='s', ctx=Load()), ops=[GtE()], "
+                               "comparators=[Constant(value=0.3)]))"]
+    assert judged_code.describe(lambda s: s >= 0.4)["tree"] != literal["tree"]
     constant = judged_code.describe(lambda s: s <= BOUND)
     assert constant["constants"] == {"BOUND": 0.5}
+
+
+def test_two_lambdas_on_one_line_are_told_apart():
+    """The syntax tree is found by where the code stands, not only its line."""
+    pair = (lambda s: s >= 0.3, lambda s: s > 0.3)
+    first, second = (judged_code.describe(f)["tree"] for f in pair)
+    assert len(first) == len(second) == 1 and first != second
 
 
 def test_a_partial_keyword_and_a_dataclass_field_are_read():

@@ -46,7 +46,7 @@ def test_a_flattened_check_is_judged_on_each_seeds_late_gain_not_its_final_value
     study = _study(e)
     judged = e.judge(report.judged_values(study, flat, e))
     assert judged.verdict.value == "holds" and judged.effect == pytest.approx(0.005)
-    assert ", gain over the last 20 % of steps" in report.verdict_cells(e, judged)[2]
+    assert ", gain over the last 20 % of steps" in report.verdict_cells(e, judged)[3]  # effect
     # the same final values reached by a curve that still climbs: the check fails
     climbing = dict(flat)
     climbing.update({("a", s): _run([(0, 0.1), (80, 0.6 + 0.01 * s), (100, 0.905 + 0.001 * s)])

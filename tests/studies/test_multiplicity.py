@@ -119,10 +119,10 @@ def test_a_planted_family_one_survives_holm_one_does_not():
     assert table[0].endswith("| verdict | under Holm |")
     assert table[3].endswith(f"| holds | **inconclusive**, p = {p[1]:.2g} |")
     line = verdict_text.overall_line(record)
-    assert line.endswith("Under Holm's correction over its 3 expectations (family level "
+    assert line.endswith("Under Holm's correction over its 3 findings (family level "
                          "0.05): the claim partly holds (1 hold, 0 do not hold, 2 inconclusive).")
     assert "Under Holm: the verdict under Holm's step-down correction over the study's 3 " \
-        "expectations at family level 0.05" in verdict_text.notes(record)
+        "findings at family level 0.05" in verdict_text.notes(record)
 
 
 def test_a_record_judged_before_holm_shows_no_holm():

@@ -11,7 +11,7 @@ from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = '''from pathlib import Path
-from transformer_jax.studies.study import Comparison, Expectation, Study, load_config
+from transformer_jax.studies.study import Comparison, Expectation, Kind, Study, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,7 +22,7 @@ def get_study(size):
                  variants={{"a": {{}}, "b": {{"model.attn_scale": False}}}}, seeds={seeds},
                  metrics=("eval/accuracy",),
                  expectations=(Expectation("a beats b", "eval/accuracy", "a", Comparison.BETTER,
-                                           {margin}, b="b"),),
+                                           {margin}, b="b"{kind}),{extra}),
                  amendments={amendments!r})
 '''
 
@@ -47,15 +47,20 @@ class Scratch:
         self.git("commit", "-q", "-m", message)
         return self.git("rev-parse", "HEAD")
 
-    def design(self, margin=0.02, seeds=(0, 1), amendments=()):
+    def design(self, margin=0.02, seeds=(0, 1), amendments=(), kind="", extra=""):
+        """`kind`: the expectation's kind (`Kind.CHECK`; '': a finding); `extra`: another
+        expectation, as Python."""
+        kind = f", kind={kind}, why='a reason'" if kind else ""
         (self.root / "experiments" / "toy.py").write_text(EXPERIMENT.format(
-            margin=margin, seeds=seeds, amendments=tuple(amendments)))
+            margin=margin, seeds=seeds, amendments=tuple(amendments), kind=kind, extra=extra))
 
     def results(self, trained_by: str):
         """The report of a run (identical numbers every time) by the code at `trained_by`."""
         results = self.root / "experiments" / "results"
         study = load_study(self.root / "experiments" / "toy.py", "default")
         (results / "toy_verdict.json").write_text(json.dumps({"accuracy": {"a": 0.9, "b": 0.5}}))
+        (results / "toy_summary.csv").write_text("variant,seed,state,steps,eval/accuracy\n"
+                                                 "a,0,finished,9,0.9\nb,0,finished,9,0.5\n")
         preregistration.write(results / f"toy_{preregistration.FILE}",
                               {"size": "default", "fingerprint": study.fingerprint()})
         provenance.write(results / f"toy_{provenance.FILE}", {"code": {"commit": trained_by}})
@@ -73,7 +78,7 @@ def _registered_then_moved(tmp_path: Path) -> tuple[Scratch, str, str]:
     registered = repo.commit("toy: design")
     repo.results(registered)
     repo.commit("toy: results")
-    repo.design(margin=0.3)
+    repo.design(margin=0.3, kind="Kind.POST_HOC")  # set after its values were seen
     return repo, registered, repo.commit("toy: threshold 0.02 -> 0.3")
 
 
@@ -103,7 +108,8 @@ def test_a_threshold_moved_after_results_and_re_run_to_identical_numbers_fails(t
 
 def test_the_same_move_with_an_amendment_naming_its_commit_passes(tmp_path):
     repo, moved = _moved_after_results(tmp_path)
-    repo.design(margin=0.3, amendments=[f"{moved[:8]}: margin 0.02 -> 0.3; held at 0.02"])
+    repo.design(margin=0.3, kind="Kind.POST_HOC",
+                amendments=[f"{moved[:8]}: margin 0.02 -> 0.3; held at 0.02"])
     repo.commit("toy: amendment")  # amendments are not in the fingerprint: nothing moves
     assert repo.problems() == []
 
@@ -111,7 +117,8 @@ def test_the_same_move_with_an_amendment_naming_its_commit_passes(tmp_path):
 def test_an_amendment_naming_another_commit_does_not_pass(tmp_path):
     repo, moved = _moved_after_results(tmp_path)
     other = "0" * 7 if not moved.startswith("0" * 7) else "1" * 7
-    repo.design(margin=0.3, amendments=[f"{other}: margin 0.02 -> 0.3", f"{moved[:6]}: too short"])
+    repo.design(margin=0.3, kind="Kind.POST_HOC",
+                amendments=[f"{other}: margin 0.02 -> 0.3", f"{moved[:6]}: too short"])
     repo.commit("toy: amendment")
     assert [p for p in repo.problems() if f"no amendment names {moved[:7]}" in p]
 
@@ -124,11 +131,15 @@ def test_a_design_committed_together_with_its_results_fails_unless_disclosed(tmp
     repo.results(together)
     repo.commit("toy: provenance")
     problems = repo.problems()
-    assert len(problems) == 1
+    assert len(problems) == 2  # and its threshold was set with its values in view: post hoc
     assert problems[0].startswith(f"toy: its design moved ({history.ABSENT} -> ")
     assert f", today's design) in {together[:12]}, not before its first results" in problems[0]
-    repo.design(amendments=[f"{together[:7]}: design committed with its results"])
-    repo.commit("toy: disclose")
+    assert problems[1].endswith("declare it Kind.POST_HOC")
+    disclosed = [f"{together[:7]}: design committed with its results"]
+    repo.design(kind="Kind.POST_HOC", amendments=disclosed)
+    declared = repo.commit("toy: disclose")  # a kind declared after results: named too
+    repo.design(kind="Kind.POST_HOC", amendments=[*disclosed, f"{declared[:7]}: post hoc"])
+    repo.commit("toy: name the declaration")
     assert repo.problems() == []
 
 
@@ -163,7 +174,8 @@ def test_a_version_that_no_longer_loads_is_a_change(tmp_path):
 
 def test_amended_expectations_may_be_re_judged_on_the_same_runs(tmp_path):
     repo, registered, moved = _registered_then_moved(tmp_path)
-    repo.design(margin=0.3, amendments=[f"{moved[:7]}: margin 0.02 -> 0.3; held at 0.02"])
+    repo.design(margin=0.3, kind="Kind.POST_HOC",
+                amendments=[f"{moved[:7]}: margin 0.02 -> 0.3; held at 0.02"])
     repo.results(registered)  # today's fingerprint, judged on the runs of the registered code
     repo.commit("toy: re-judged on the same runs")
     assert repo.problems() == []
@@ -178,7 +190,8 @@ def test_a_branch_merged_after_the_line_moved_is_not_read_as_moves(tmp_path):
     (repo.root / "configs" / "notes.txt").write_text("a branch's own change")
     repo.commit("side: touches configs/")
     repo.git("checkout", "-q", "main")
-    repo.design(margin=0.3, amendments=(f"{moved[:7]}: the threshold moved after results",))
+    repo.design(margin=0.3, kind="Kind.POST_HOC",
+                amendments=(f"{moved[:7]}: the threshold moved after results",))
     repo.commit("toy: name the move")
     repo.git("merge", "-q", "--no-edit", "side")
     repo.results(repo.git("rev-parse", "HEAD"))
@@ -202,3 +215,58 @@ def test_a_study_registered_and_run_on_a_branch_then_merged_passes(tmp_path):
     repo.commit("line: meanwhile")
     repo.git("merge", "-q", "--no-ff", "--no-edit", "study")
     assert repo.problems() == []
+
+
+LATER = ('Expectation("b stays under 0.6", "eval/accuracy", "b", Comparison.AT_MOST, 0.6{kind})')
+
+
+def _results_then_added(tmp_path: Path, kind: str = "") -> tuple[Scratch, str]:
+    """Registered, results committed, then an expectation on the same runs added (named)."""
+    repo = Scratch(tmp_path)
+    repo.design()
+    registered = repo.commit("toy: design")
+    repo.results(registered)
+    repo.commit("toy: results")
+    extra = LATER.format(kind=f", kind={kind}, why='set after'" if kind else "")
+    repo.design(extra=extra)
+    added = repo.commit("toy: another expectation")
+    repo.design(extra=extra, amendments=[f"{added[:7]}: an expectation added after results"])
+    repo.results(registered)  # judged again on the same runs
+    repo.commit("toy: name it, judge again")
+    return repo, added
+
+
+def test_a_finding_written_after_its_values_were_committed_must_be_declared_post_hoc(tmp_path):
+    repo, added = _results_then_added(tmp_path)
+    problems = repo.problems()
+    assert len(problems) == 1 and problems[0].startswith("toy: 'b stays under 0.6' is a finding")
+    assert f"written in {added[:12]}" in problems[0] and "declare it Kind.POST_HOC" in problems[0]
+    repo2, _ = _results_then_added(tmp_path / "declared", kind="Kind.POST_HOC")
+    assert repo2.problems() == []
+
+
+def test_a_finding_declared_a_check_after_its_results_is_named_by_an_amendment(tmp_path):
+    repo = Scratch(tmp_path)
+    repo.design()
+    repo.results(repo.commit("toy: design"))
+    repo.commit("toy: results")
+    repo.design(kind="Kind.CHECK")
+    declared = repo.commit("toy: a check, not a finding")
+    problems = repo.problems()
+    assert problems == [f"toy: 'a beats b' was declared check in {declared[:12]}, after its "
+                        f"results, and no amendment names {declared[:7]}"]
+    repo.design(kind="Kind.CHECK", amendments=[f"{declared[:7]}: a check (why: beside it)"])
+    repo.commit("toy: name it")
+    assert repo.problems() == []
+
+
+def test_nothing_becomes_a_finding_after_its_results(tmp_path):
+    repo = Scratch(tmp_path)
+    repo.design(kind="Kind.CHECK")
+    repo.results(repo.commit("toy: design"))
+    repo.commit("toy: results")
+    repo.design()  # the check, now a finding
+    repo.commit("toy: promoted")
+    problems = repo.problems()
+    assert problems == ["toy: 'a beats b' was a check when or after its results were committed: "
+                        "nothing becomes a finding after its results"]

@@ -40,7 +40,8 @@ def test_judging_the_same_values_again_gives_the_same_verdicts(name):
     size = json.loads((RESULTS / f"{name}_preregistration.json").read_text())["size"]
     study = load_study(REPO / "experiments" / f"{name}.py", size)
     summary = rejudge.from_summary_csv(RESULTS / f"{name}_summary.csv")
-    new = rejudge.rejudged_record(study, old, summary, "c" * 40)
+    stops = rejudge.stops_from_summary_csv(RESULTS / f"{name}_summary.csv")
+    new = rejudge.rejudged_record(study, old, summary, "c" * 40, stops)
     assert [r["verdict"] for r in new["expectations"]] == \
         [r["verdict"] for r in old["expectations"]]
     assert new["judged"]["commit"] == "c" * 40 and new["analyses"] == old["analyses"]
@@ -50,7 +51,7 @@ def test_values_no_file_holds_are_refused_not_guessed():
     study = load_study(REPO / "experiments" / "scaling.py", "default")
     old = dict(record.read(RESULTS / "scaling_verdict.json"), expectations=[])
     with pytest.raises(rejudge.RejudgeError, match="re-run the study"):
-        rejudge.rejudged_record(study, old, {}, "c" * 40)  # neither summary.csv nor rows
+        rejudge.rejudged_record(study, old, {}, "c" * 40, {})  # neither summary.csv nor rows
 
 
 def test_a_changed_verdict_is_listed():

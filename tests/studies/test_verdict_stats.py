@@ -198,13 +198,18 @@ def test_at_most_cannot_hold_because_runs_diverged():
 
 def test_every_run_diverged_is_inconclusive_not_a_crash():
     nan = math.nan
-    j = Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b").judge(
+    j = Expectation("", "m", "a", Comparison.AT_MOST, 0.0).judge(
         {"a": by_seed(nan, nan, nan), "b": by_seed(nan, nan, nan)})
     assert j.verdict is UNSURE and "worst" in j.note
-    lost_b = Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b").judge(
+    lost_b = Expectation("", "m", "a", Comparison.RATIO, 1.0, b="b").judge(
         {"a": by_seed(0.9, 0.9, 0.91), "b": by_seed(nan, nan, nan)})
     assert lost_b.verdict is UNSURE and lost_b.note.startswith("every run of b diverged")
-    assert Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b", worst=0.0).judge(
+    # a gain on a variant that never finished is refused, whatever `worst` says (rules v4) ...
+    refused = Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b", worst=0.0).judge(
+        {"a": by_seed(0.5, 0.6, 0.55), "b": by_seed(nan, nan, nan)})
+    assert refused.verdict is UNSURE and refused.note.startswith("refused: every run of b")
+    # ... a ratio to it, with `worst` set, is judged (unless b was never finite: test_kinds.py)
+    assert Expectation("", "m", "a", Comparison.RATIO, 2.0, b="b", worst=0.1).judge(
         {"a": by_seed(0.5, 0.6, 0.55), "b": by_seed(nan, nan, nan)}).verdict is HOLDS
 
 
@@ -328,14 +333,15 @@ def test_summary_shows_mean_std_and_t_interval():
 
 def test_verdict_table_and_overall_line_and_index(tmp_path):
     text = report.verdict_markdown(_study(), RUNS, analysis="accuracy by length: flat")
-    assert "| expected | per-seed values | effect | 95 % interval | threshold | verdict |" in text
+    assert ("| expected | kind | per-seed values | effect | 95 % interval | threshold | "
+            "verdict |") in text
     # x − y per seed: 0.4, 0.43, 0.37 (y's diverged run counts as worst=0.45): 0.4 ± T2·0.03/√3
-    assert ("| x beats y | x: 0.9, 0.88, 0.89 · y: 0.5, diverged→0.45, 0.52 | 0.4 (x − y) "
+    assert ("| x beats y | finding | x: 0.9, 0.88, 0.89 · y: 0.5, diverged→0.45, 0.52 | 0.4 (x − y) "
             "| [0.3255, 0.4745] | ≥ 0.2 | holds |") in text
     assert "| y near x |" in text and "within ±10.0%" in text
     assert "| does not hold (contradicted) | does not hold (contradicted), p = 0.0032 |" in text
     assert "the claim partly holds" in text
-    assert "(1 hold, 1 do not hold (1 contradicted), 0 inconclusive of 2" in text
+    assert "(1 hold, 1 do not hold (1 contradicted), 0 inconclusive of 2 findings" in text
     assert "Student-t" in text and "Fieller" in text and "Clopper" in text
     assert "least favourable" in text and "bootstrap" not in text
     assert "## Analysis\n\naccuracy by length: flat" in text
@@ -343,8 +349,8 @@ def test_verdict_table_and_overall_line_and_index(tmp_path):
     record.write(tmp_path / "s" / record.FILE, report.study_record(
         _study(), RUNS, sections=[Section("accuracy by length: flat")]))
     index = report.write_index(tmp_path, ["s"]).read_text()
-    assert "| expected | effect | 95 % interval | threshold | verdict |" in index
-    assert "| x beats y | 0.4 (x − y) | [0.3255, 0.4745] | ≥ 0.2 | holds |" in index
+    assert "| expected | kind | effect | 95 % interval | threshold | verdict |" in index
+    assert "| x beats y | finding | 0.4 (x − y) | [0.3255, 0.4745] | ≥ 0.2 | holds |" in index
     assert "per-seed" not in index and "**Verdict: the claim partly holds" in index
 
 
@@ -362,7 +368,10 @@ def test_the_record_holds_the_numbers_at_full_precision_and_renders_verdict_md(t
     assert f"{low:.4g}" == "0.3255" and low != 0.3255  # printed at 4 digits, kept in full
     counts = {"held": 1, "failed": 1, "inconclusive": 0, "total": 2, "overall": "partly holds",
               "contradicted": 1, "smaller_than_stated": 0}  # y near x: far outside ±10 %
-    assert found["counts"] == {**counts, "holm": {"family_level": 0.05, **counts}}
+    none = {"held": 0, "failed": 0, "inconclusive": 0, "total": 0, "overall": "is not judged",
+            "contradicted": 0, "smaller_than_stated": 0}
+    assert found["counts"] == {**counts, "holm": {"family_level": 0.05, **counts},
+                               "checks": none, "post_hoc": none, "alarms": []}
     y = found["summary"]["variants"][1]
     assert y["diverged"] == 1 and y["metrics"]["eval/accuracy"]["n"] == 2
     assert y["overrides"] == {"model.attn_scale": False}
@@ -391,7 +400,7 @@ def test_verdict_row_of_a_fail_rate():
         "y fails on some seeds", "eval/accuracy", "y", Comparison.FAIL_RATE_AT_LEAST, 0.05,
         threshold=0.51),))
     text = report.verdict_markdown(study, RUNS)
-    assert ("| y fails on some seeds | y: 0.5, diverged, 0.52 | 66.7% (2/3 runs of y fail: "
+    assert ("| y fails on some seeds | finding | y: 0.5, diverged, 0.52 | 66.7% (2/3 runs of y fail: "
             "diverged or < 0.51) | [9.4%, 99.2%] | ≥ 5.0% | holds |") in text
 
 

@@ -11,6 +11,7 @@ the study's results must be named too.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import re
 import tempfile
@@ -18,10 +19,15 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
-from transformer_jax.studies import loading, provenance
+from transformer_jax.studies import loading, measured_code, provenance
+from transformer_jax.studies import study as study_lib
 
-RESULT_KINDS = ("verdict.md", "verdict.json", "summary.csv", "summary.md")  # what a report adds
 ABSENT, UNREADABLE = "absent", "unreadable"  # a fingerprint where the file is missing or broken
+# The measured code's digest at a commit before the fingerprint held it (measured_code.py did
+# not exist there): one unknown value, so history sees it move once, at the commit that added it.
+NOT_TRACKED = "not tracked"
+TRACKER = "transformer_jax/studies/measured_code.py"
+RESULTS = "experiments/results"
 COMMIT_NAME = re.compile(r"\b[0-9a-f]{7,40}\b")  # how an amendment names a commit: a hex prefix
 
 
@@ -38,9 +44,29 @@ class Change:
 class History:
     name: str
     design_commit: Optional[str]  # the first commit with today's fingerprint
-    results_commit: Optional[str]  # the first commit that added a RESULT_KINDS file
+    results_commit: Optional[str]  # the first commit that added a results file it owns
     changes: tuple[Change, ...]  # every move of the fingerprint, oldest first
     late: tuple[Change, ...]  # the moves at or after results_commit
+
+
+# Results files of the project, not of one study: the index (pages.py), the suites' times
+# (suite_time.py) and the pretrained checkpoint's parity record (scripts/pretrained_parity.py)
+PROJECT_RESULTS = ("README.md", "suite-*.json", "pretrained_parity.json")
+
+
+def unowned(results_dir: Path, studies: list[str]) -> list[str]:
+    """The files of a results directory that no study owns and the project does not declare:
+    each must count for a study's first results, or be one of PROJECT_RESULTS."""
+    return [p.name for p in sorted(Path(results_dir).iterdir()) if p.is_file()
+            and owner(p.name, studies) is None
+            and not any(fnmatch.fnmatch(p.name, pattern) for pattern in PROJECT_RESULTS)]
+
+
+def owner(file_name: str, studies: list[str]) -> Optional[str]:
+    """The study a results file belongs to: the longest study name it starts with, followed by
+    '_' or '.' (None: no study's)."""
+    found = [s for s in studies if file_name.startswith((f"{s}_", f"{s}."))]
+    return max(found, key=len) if found else None
 
 
 def names_commit(amendments: tuple[str, ...], commit: str) -> bool:
@@ -53,6 +79,7 @@ _BLOBS: dict[str, str] = {}  # blob -> text
 _NAMES: dict[str, frozenset[str]] = {}  # blob -> the *.py names in it
 _DESIGNS: dict[tuple, tuple[str, str]] = {}  # (name, size, (path, blob)s) -> fingerprints
 _PARENTS: dict[str, list[str]] = {}  # commit -> its parents
+_MEASURED: dict[tuple, str] = {}  # (refs, their files' blobs) -> the measured code's digest
 
 
 class Repository:
@@ -62,8 +89,17 @@ class Repository:
         self.repo = Path(repo)
         self.order = {c: i for i, c in enumerate(self._lines("rev-list", "--topo-order",
                                                             "--reverse", "HEAD"))}
-        self.touching = self._lines("rev-list", "--topo-order", "--reverse", "HEAD", "--",
-                                    ":(glob)experiments/*.py", "configs")
+        added = self._lines("log", "--diff-filter=A", "--format=%H", "HEAD", "--", TRACKER)
+        self.tracked = set(self._lines("rev-list", "--ancestry-path", f"{added[-1]}..HEAD")
+                           ) | {added[-1]} if added else set()
+        # what can move a design: its experiment and config files, and (since the fingerprint
+        # holds it) the package, where the code that computes the judged values lives
+        touching = set(self._lines("rev-list", "HEAD", "--", ":(glob)experiments/*.py",
+                                   "configs"))
+        touching |= set(self._lines("rev-list", "HEAD", "--", "transformer_jax")) & self.tracked
+        self.touching = [c for c in self.order if c in touching]
+        self.studies = sorted(Path(p).stem for p in self._lines(
+            "ls-tree", "--name-only", "HEAD", "experiments/") if p.endswith(".py"))
         # Commits, blobs and trees are named by their content's hash, so what was read from them
         # holds in any repository for the life of the process: one cache for all checks.
         self._trees, self._blobs, self._designs = _TREES, _BLOBS, _DESIGNS
@@ -80,6 +116,42 @@ class Repository:
             self._trees[commit] = {path: meta.split()[2] for meta, path in paths
                                    if path.endswith(".py") and "/results/" not in path}
         return self._trees[commit]
+
+    def _package(self, commit: str) -> dict[str, str]:
+        """path -> blob of the package's files at `commit`."""
+        key = f"package:{commit}"
+        if key not in self._trees:
+            rows = self._lines("ls-tree", "-r", commit, "--", "transformer_jax")
+            self._trees[key] = {path: meta.split()[2] for meta, path in
+                                (r.split("\t") for r in rows) if path.endswith(".py")}
+        return self._trees[key]
+
+    def measured_at(self, commit: str, refs: tuple[tuple[str, str], ...]) -> str:
+        """The digest of the code `refs` names, as it was at `commit` (NOT_TRACKED before the
+        fingerprint held it)."""
+        if commit not in self.tracked:
+            return NOT_TRACKED
+        package = self._package(commit)
+        key = (refs, tuple(package.get(path) for path in sorted({p for p, _ in refs})))
+        if key not in _MEASURED:
+            _MEASURED[key] = measured_code.digest(
+                refs, lambda path: self._blob(package[path]) if path in package else None)
+        return _MEASURED[key]
+
+    def today(self, study) -> str:
+        """The fingerprint the history is held against: `study`'s design today, with its measured
+        code as this repository's working tree holds it (NOT_TRACKED in a repository whose history
+        never held the package that measures, e.g. a user's own repository of studies)."""
+        if not self.tracked:
+            return study_lib.design_fingerprint(study.design(), NOT_TRACKED)
+
+        def read(path: str) -> Optional[str]:
+            try:
+                return (self.repo / path).read_text()
+            except OSError:
+                return None
+        return study_lib.design_fingerprint(study.design(),
+                                            measured_code.digest(study.measured_code(), read))
 
     def _blob(self, blob: str) -> str:
         if blob not in self._blobs:
@@ -109,10 +181,23 @@ class Repository:
         """(fingerprint, training fingerprint) of experiments/<name>.py at `commit`: ABSENT
         where the file is not there, UNREADABLE:<version> where today's package cannot load it
         (<version>: a hash of the files it loads, so an edit to any of them is a new one)."""
+        found = self.loaded_at(commit, name, size)
+        if found is None:
+            return ABSENT, ABSENT
+        if isinstance(found, str):
+            return found, found
+        design, training, refs = found[:3]
+        return study_lib.design_fingerprint(design, self.measured_at(commit, refs)), training
+
+    def loaded_at(self, commit: str, name: str, size: str):
+        """What today's package reads of experiments/<name>.py at `commit`: (design, training
+        fingerprint, measured refs, {expectation's design: its kind}); None where the file is
+        not there; UNREADABLE:<version> where it cannot be loaded (<version>: a hash of the
+        files it loads, so an edit to any of them is a new one)."""
         tree = self._tree(commit)
         path = f"experiments/{name}.py"
         if path not in tree:
-            return ABSENT, ABSENT
+            return None
         loaded = self._loaded(tree, path)
         files = tuple(sorted({*loaded, *((p, b) for p, b in tree.items()
                                          if p.startswith("configs/"))}))
@@ -120,13 +205,13 @@ class Repository:
         if key not in self._designs:
             self._designs[key] = self._load(name, size, files)
         found = self._designs[key]
-        if found[0] != UNREADABLE:
+        if found is not None:
             return found
-        version = hashlib.sha256(repr(loaded).encode()).hexdigest()[:8]
-        return f"{UNREADABLE}:{version}", f"{UNREADABLE}:{version}"
+        return f"{UNREADABLE}:{hashlib.sha256(repr(loaded).encode()).hexdigest()[:8]}"
 
-    def _load(self, name: str, size: str, files: tuple[tuple[str, str], ...]) -> tuple[str, str]:
-        """Today's package loads the study from these (path, blob) files, in a scratch root."""
+    def _load(self, name: str, size: str, files: tuple[tuple[str, str], ...]):
+        """Today's package loads the study from these (path, blob) files, in a scratch root
+        (None: it cannot)."""
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             for path, blob in files:
@@ -137,17 +222,37 @@ class Repository:
                     warnings.simplefilter("ignore")
                     study = loading.load_study(root / "experiments" / f"{name}.py", size,
                                                judgeable=False)
-                    return study.fingerprint(), study.training_fingerprint()
+                    kinds = {study_lib.expectation_key(e): e.kind.value
+                             for e in study.expectations}
+                    return (study.design(), study.training_fingerprint(),
+                            study.measured_code(), kinds)
             except Exception:  # noqa: BLE001 (an old file may fail in any way: it is unreadable)
-                return UNREADABLE, UNREADABLE
+                return None
 
     def results_commit(self, name: str) -> Optional[str]:
-        """The first commit that added one of the study's RESULT_KINDS files (exact names, so
+        """The first commit that added any results file the study owns (`owner`: so
         batchnorm's are not batchnorm_text's)."""
-        paths = [f"experiments/results/{name}_{kind}" for kind in RESULT_KINDS]
-        added = self._lines("log", "--topo-order", "--reverse", "--diff-filter=A",
-                            "--format=%H", "HEAD", "--", *paths)
-        return added[0] if added else None
+        return next(iter(self.results_commits(name, added_only=True)), None)
+
+    def results_commits(self, name: str, added_only: bool = False) -> list[str]:
+        """Every commit, oldest first, that added (or, unless `added_only`, changed) a results
+        file the study owns."""
+        lines = self._lines("log", "--topo-order", "--reverse", "--format=commit %H",
+                            "--name-only", *(["--diff-filter=A"] if added_only else []), "HEAD",
+                            "--", f"{RESULTS}/{name}_*", f"{RESULTS}/{name}.*")
+        found, commit = [], None
+        for line in lines:
+            if line.startswith("commit "):
+                commit = line.split()[1]
+            elif line and owner(Path(line).name, self.studies) == name and commit not in found:
+                found.append(commit)
+        return found
+
+    def summary_columns(self, commit: str, name: str) -> list[str]:
+        """The columns of the study's summary.csv at `commit` (the metrics its results showed;
+        []: none there)."""
+        text = provenance.git(self.repo, "show", f"{commit}:{RESULTS}/{name}_summary.csv")
+        return text.splitlines()[0].split(",") if text else []
 
     def history(self, name: str, size: str, today: str) -> History:
         """The study's fingerprint through history, judged against `today`'s fingerprint. A

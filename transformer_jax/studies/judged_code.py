@@ -3,23 +3,27 @@
 An analysis is a function (often a closure made by `make_analysis(checks)`, or a
 functools.partial); its checks are dataclasses holding a text and a `test` function whose
 thresholds are literals, module constants or closed-over values. `describe` reduces such an
-object to JSON-able values: a function's name, the numbers it uses (literals, module constants,
-closed-over values, partial arguments, recursively), and its comparison operators. So moving a
-check's threshold (`>= 0.5` to `>= 0.4`, a constant, a partial keyword) or flipping its test's
-comparison moves the fingerprint, while the markdown an analysis writes does not: it is text,
-and strings inside a function are not part of the description (a check's own `text` is).
+object to JSON-able values: a function's name, its syntax tree (docstrings out, strings emptied:
+studies/syntax.py), the module constants it reads, its closed-over values, partial arguments and
+defaults, recursively. So moving a check's threshold (`>= 0.5` to `>= 0.4`, a constant, a
+partial keyword) or flipping its test's comparison moves the fingerprint, while the markdown an
+analysis writes does not: it is text, and strings inside a function are not part of the
+description (a check's own `text` is). A syntax tree reads the same under every CPython; the
+bytecode this once read did not.
 
 Functions that a description reaches through a module's globals are named, not descended into:
-the description is of the study's judgement, not of the whole package.
+the code that computes what the study judges is measured_code's, digested whole.
 """
 from __future__ import annotations
 
 import dataclasses
-import dis
 import enum
 import functools
 import types
+from pathlib import Path
 from typing import Any
+
+from transformer_jax.studies import syntax
 
 PLAIN = (bool, int, float, str, type(None))
 MAX_DEPTH = 6  # closures of closures: deeper than any analysis goes; a cycle stops here
@@ -51,23 +55,25 @@ def describe(obj: Any, depth: int = 0) -> Any:
 
 
 def _function(f: types.FunctionType, depth: int) -> dict[str, Any]:
-    code = f.__code__
-    constants = {name: f.__globals__[name] for name in _global_names(code)
+    trees = _trees(f)
+    names = {n.split(".")[0] for tree in trees for n in syntax.loaded_names(tree)}
+    constants = {name: f.__globals__[name] for name in sorted(names)
                  if name in f.__globals__ and _is_plain_constant(f.__globals__[name])}
     cells = [c.cell_contents for c in f.__closure__ or () if _filled(c)]
     return {"function": f"{f.__module__}.{f.__qualname__}",
-            "numbers": _numbers(code), "comparisons": _comparisons(code),
+            "tree": [syntax.dump(t, strings=False, name=False) for t in trees],
             "constants": describe(constants, depth + 1),
             "closure": [describe(c, depth + 1) for c in cells],
             "defaults": describe(list(f.__defaults__ or ()), depth + 1)}
 
 
-def _global_names(code: types.CodeType) -> list[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):  # a lambda or comprehension inside
-            names.update(_global_names(const))
-    return sorted(names)
+def _trees(f: types.FunctionType) -> list:
+    """The function's definition(s) in its source file's syntax tree ([]: no source)."""
+    try:
+        text = Path(f.__code__.co_filename).read_text()
+    except OSError:
+        return []
+    return syntax.function_node(f.__code__, text)
 
 
 def _is_plain_constant(value: Any) -> bool:
@@ -75,27 +81,6 @@ def _is_plain_constant(value: Any) -> bool:
         return all(_is_plain_constant(v) for v in value)
     return isinstance(value, PLAIN) and not isinstance(value, str) or isinstance(value, str) \
         and len(value) <= 80  # a short string constant (a mode, a metric); not a paragraph
-
-
-def _numbers(code: types.CodeType) -> list[float]:
-    """Every number literal in the function and the code nested in it, in order."""
-    found = []
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            found += _numbers(const)
-        elif isinstance(const, (int, float)) and not isinstance(const, bool):
-            found.append(const)
-    return found
-
-
-def _comparisons(code: types.CodeType) -> list[str]:
-    """The comparison operators used (`>=`, `<`, `in`, ...), in order, nested code included."""
-    found = [i.argrepr or f"{i.opname} {i.arg}" for i in dis.get_instructions(code)
-             if i.opname in ("COMPARE_OP", "CONTAINS_OP", "IS_OP")]
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            found += _comparisons(const)
-    return found
 
 
 def _filled(cell: types.CellType) -> bool:

@@ -21,22 +21,31 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from transformer_jax.studies import syntax
+
 # version -> the digest of the judging code it names. Append only: a new rule is a new version.
 VERSIONS = {
     2: "0ce04babc7ae8f10",
     # 3: an expectation with worst= that names a tuned arm is checked against chance on the
     # arm's candidates (it raised: an arm is no variant); no verdict moves
     3: "49605d05d6851885",
+    # 4 (issue 63): kinds of expectation; only findings are counted as the claim's evidence and
+    # corrected by Holm, checks and post hoc counted apart, a check that does not hold an alarm;
+    # a gain, gap or late gain on a variant whose every run diverged is refused, and so is a
+    # comparison with a variant never finite from step 1 (unless it is declared a check)
+    4: "e479823555f09cea",
 }
 VERSION = max(VERSIONS)
 
 
 def judging_code() -> list[Any]:
-    """The modules and classes whose code decides a verdict."""
-    from transformer_jax.studies import multiplicity, stats, study, tuning  # this layer's
-    return [stats, multiplicity, tuning, study.NO_EFFECT, study.Comparison, study.Measure, study.Judgement,
-            study.Expectation, study._rate_beyond_seeds, study.Study.refuse_unjudgeable,
-            study.Study._worst_below_chance]
+    """The modules and classes whose code decides a verdict, and what it counts."""
+    from transformer_jax.studies import multiplicity, record, report, stats, study, tuning
+    return [stats, multiplicity, tuning, study.NO_EFFECT, study.Comparison, study.Measure,
+            study.Judgement, study.Expectation, study._rate_beyond_seeds,
+            study.Study.refuse_unjudgeable, study.Study._worst_below_chance, study.Kind,
+            study.REFUSED_ON_LOST, record.counts, record.judged, record._kind_counts,
+            report.judge_expectations, report.stopped_steps]
 
 
 def code_digest() -> str:
@@ -49,16 +58,8 @@ def _tree(code: Any) -> str:
     """A module, class or function as its syntax tree; a table (a dict) as its items."""
     if isinstance(code, dict):
         return json.dumps({str(k): v for k, v in code.items()}, sort_keys=True)
-    return ast.dump(_without_docstrings(ast.parse(textwrap.dedent(inspect.getsource(code)))))
-
-
-def _without_docstrings(tree: ast.AST) -> ast.AST:
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-    return tree
+    tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
+    return ast.dump(syntax.without_docstrings(tree))
 
 
 def stale_records(results_dir: Path) -> list[str]:

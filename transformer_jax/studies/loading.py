@@ -1,6 +1,7 @@
 """Experiment and config files are files, not a package: load them as modules."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib.util
 from pathlib import Path
@@ -8,6 +9,7 @@ from pathlib import Path
 import ml_collections
 
 from transformer_jax.config import ConfigError
+from transformer_jax.studies import measured_code
 from transformer_jax.train.workdir import flatten
 
 # The sizes of a study (`--size`, an experiment's `get_study(size)`): default fits a 2-core CPU,
@@ -34,6 +36,7 @@ def load_study(path: str | Path, size: str = "default", judgeable: bool = True):
                           f"{', '.join(sorted(p.name for p in path.parent.glob('*.py'))) or 'none found'}")
     module = load_module(path)
     study = _get_study(module, path, size)
+    study = dataclasses.replace(study, measured_refs=measured_code.refs(study, path))
     if not judgeable:
         return study
     check_overrides(study)

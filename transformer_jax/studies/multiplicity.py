@@ -34,9 +34,11 @@ def settled_p(settled: Callable[[float], bool], tolerance: float = TOLERANCE) ->
     return high if low > 0.0 else 0.0
 
 
-def p_value(expectation: Expectation, final: Mapping[str, Mapping[int, float]]) -> float:
-    """The p-value of the expectation's settled verdict on `final` (Expectation.judge's input)."""
-    return settled_p(lambda confidence: expectation.judge(final, confidence).verdict
+def p_value(expectation: Expectation, final: Mapping[str, Mapping[int, float]],
+            stopped: Optional[Mapping[str, Mapping[int, int]]] = None) -> float:
+    """The p-value of the expectation's settled verdict on `final` (Expectation.judge's
+    inputs)."""
+    return settled_p(lambda confidence: expectation.judge(final, confidence, stopped).verdict
                      is not Verdict.INCONCLUSIVE)
 
 

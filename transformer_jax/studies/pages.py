@@ -161,8 +161,9 @@ def preregistered(entry: Entry, record: Optional[dict[str, Any]], file_name: str
         lines += [
             f"- **Judged with:** fingerprint `{record['fingerprint']}` of "
             f"`{record['experiment']}` at `--size={record['size']}` (`Study.fingerprint`: claim, "
-            f"variants, seeds, metrics, expectations, base config and the analyses' checks; "
-            f"the judging rules' version is in the notes under the verdict); tests/studies/"
+            f"variants, seeds, metrics, expectations, base config, the analyses' checks and the "
+            f"code that computes what they judge, studies/measured_code.py; the judging rules' "
+            f"version is in the notes under the verdict); tests/studies/"
             f"test_preregistration.py fails when the experiment file's fingerprint moves.",
             *_commits(past), f"- **Results from the code at:** `{code}`{changed}."]
     if entry.amendments:

@@ -11,10 +11,13 @@ identical numbers after moving a threshold therefore does not pass unseen.
 """
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 from typing import Any, Optional
 
-from transformer_jax.studies import history, loading, provenance
+from transformer_jax.studies import history, loading, measured_code, provenance
+from transformer_jax.studies import study as study_lib
 from transformer_jax.studies.provenance import read, write  # noqa: F401 (one JSON record format)
 
 FILE = "preregistration.json"
@@ -43,6 +46,8 @@ def record(study, size: str, experiment: Optional[str | Path],
                        else (provenance.UNKNOWN, None))
     return {"schema": SCHEMA, "study": study.name, "size": size,
             "fingerprint": study.fingerprint(),
+            "measured_code": measured_code.digest(study.measured_code(),
+                                                  measured_code.read_disk),
             "experiment": None if experiment is None else Path(experiment).name,
             "expectations_commit": commit, "experiment_changed_since": changed}
 
@@ -65,10 +70,80 @@ def check_results(results_dir: Path, experiments_dir: Path, repo: Path) -> list[
             problems.append(f"{name}: judged with fingerprint {entry['fingerprint']}, but "
                             f"experiments/{name}.py's is {today.fingerprint()} today: its "
                             "design changed after the run; re-run it and commit the results")
-        problems += history_problems(walk.history(name, entry["size"], today.fingerprint()),
+        problems += history_problems(walk.history(name, entry["size"], walk.today(today)),
                                      tuple(today.amendments))
         problems += _trained_as_today(walk, name, entry["size"], today, Path(results_dir))
+        problems += _measured_as_today(walk, name, today, Path(results_dir))
+        problems += kind_problems(walk, name, entry["size"], today)
     return problems
+
+
+def kind_problems(walk: history.Repository, name: str, size: str, today) -> list[str]:
+    """The rules of kinds (docs/verdicts.md, "Kinds of expectation"), read from history: a
+    finding was written before any results of what it judges were committed, and was a finding
+    at every commit since its study's first results; a finding declared a check or post hoc
+    after those results is named by an amendment."""
+    results = walk.results_commits(name)
+    if not results:
+        return []
+    versions = [(c, walk.loaded_at(c, name, size)) for c in walk.touching]
+    versions = [(c, v) for c, v in versions if isinstance(v, tuple)]
+    problems = []
+    for e in today.expectations:
+        key = study_lib.expectation_key(e)
+        kinds = [(c, v[3][key]) for c, v in versions if key in v[3]]
+        if not kinds:
+            continue
+        written = kinds[0][0]
+        late = [(c, k) for c, k in kinds if not walk.strictly_before(c, results[0])]
+        if e.kind is study_lib.Kind.FINDING:
+            seen = _seen_before(walk, name, size, e, today, written, results)
+            if seen:
+                problems.append(f"{name}: {e.text!r} is a finding, but it was written in "
+                                f"{written[:12]}, after results of its variants were committed "
+                                f"({seen[:12]}): declare it Kind.POST_HOC")
+            then = [k for c, k in kinds if not walk.strictly_before(results[0], c)][-1:]
+            was = [k for k in then + [k for _, k in late] if k != study_lib.Kind.FINDING.value]
+            if was:
+                problems.append(f"{name}: {e.text!r} was a {was[0]} when or after its results "
+                                "were committed: nothing becomes a finding after its results")
+            continue
+        moved = [c for (c, k), (_, before) in zip(kinds[1:], kinds) if k != before]
+        problems += [f"{name}: {e.text!r} was declared {e.kind.value} in {c[:12]}, after its "
+                     f"results, and no amendment names {c[:7]}" for c in moved
+                     if not walk.strictly_before(c, results[0])
+                     and not history.names_commit(tuple(today.amendments), c)]
+    return problems
+
+
+def _seen_before(walk: history.Repository, name: str, size: str, e, today, written: str,
+                 results: list[str]) -> Optional[str]:
+    """The first results commit, at or before the commit that wrote `e`, holding the metric
+    `e` judges for runs of every variant it judges trained as today's are (None: its values
+    could not have been seen)."""
+    for commit in results:
+        if commit != written and not walk.strictly_before(commit, written):
+            continue
+        if e.metric not in walk.summary_columns(commit, name):
+            continue
+        then = walk.loaded_at(commit, name, size)
+        if isinstance(then, tuple) and all(
+                variant_design(then[0], v) == variant_design(today.design(), v)
+                for v in e.variants()):
+            return commit
+    return None
+
+
+def variant_design(design: dict[str, Any], variant: str) -> Optional[str]:
+    """What a variant's runs (a tuned arm's: its candidates') are trained as, in a study's
+    design (Study.design), as one string (None: the design has no such variant)."""
+    names = design.get("tuned", {}).get(variant, [variant])
+    if any(n not in design["variants"] for n in names):
+        return None
+    return json.dumps({"base": design["base"], "seeds": design["seeds"],
+                       "plateau": design.get("plateau"),
+                       "variants": {n: design["variants"][n] for n in names}},
+                      sort_keys=True, default=str)
 
 
 def history_problems(past: history.History, amendments: tuple[str, ...]) -> list[str]:
@@ -111,6 +186,34 @@ def _trained_as_today(walk: history.Repository, name: str, size: str, today,
     return []
 
 
+def _measured_as_today(walk: history.Repository, name: str, today,
+                       results_dir: Path) -> list[str]:
+    """Judging again cannot compute an analysis, a data set or an evaluation anew: the code
+    that computes what the study judges, at the commit that produced its results, must be
+    today's (none to compare where that commit predates the fingerprint holding it)."""
+    produced = provenance.read(results_dir / f"{name}_{provenance.FILE}")
+    code = (produced or {}).get("code", {}).get("commit", provenance.UNKNOWN)
+    if code not in walk.order:
+        return []  # _trained_as_today names it
+    refs = today.measured_code()
+    then = walk.measured_at(code, refs)
+    if then == history.NOT_TRACKED:
+        return []
+    now = measured_code.digest(refs, measured_code.read_disk)
+    if then == now:
+        return []
+    return [f"{name}: the code that computes what it judges (studies/measured_code.py) is not "
+            f"what produced its results (at {code[:12]}): "
+            f"{', '.join(changed_refs(walk, code, refs)) or 'a file of it'} changed; re-run it"]
+
+
+def changed_refs(walk: history.Repository, commit: str, refs) -> list[str]:
+    """'file:name' of each piece of measured code that differs between `commit` and today."""
+    return [f"{path}:{name}" for path, name in refs
+            if walk.measured_at(commit, ((path, name),))
+            != measured_code.digest(((path, name),), measured_code.read_disk)]
+
+
 def registration(experiment: Path, size: str) -> Optional[history.History]:
     """The history of `experiment` (a checkout's experiments/<name>.py) judged against its
     design today at `size`, for its page: the design commit and the first results commit; None
@@ -119,5 +222,5 @@ def registration(experiment: Path, size: str) -> Optional[history.History]:
     top = provenance.git(experiment.parent, "rev-parse", "--show-toplevel")
     if top is None or experiment.parent != Path(top).resolve() / "experiments":
         return None
-    today = loading.load_study(experiment, size).fingerprint()
-    return history.Repository(Path(top)).history(experiment.stem, size, today)
+    walk = history.Repository(Path(top))
+    return walk.history(experiment.stem, size, walk.today(loading.load_study(experiment, size)))

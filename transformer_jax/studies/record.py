@@ -20,8 +20,8 @@ import numpy as np
 from transformer_jax.studies import convergence, judging_rules, multiplicity
 from transformer_jax.studies.checks import Section
 from transformer_jax.studies.stats import Failure
-from transformer_jax.studies.study import (Expectation, INTERVAL_METHOD, Judgement, Study,
-                                           Verdict, interval_of_mean)
+from transformer_jax.studies.study import (Expectation, INTERVAL_METHOD, Judgement, Kind,
+                                           Study, Verdict, interval_of_mean)
 
 FILE = "verdict.json"
 FORMAT = 1
@@ -41,7 +41,8 @@ def number(x: float) -> Optional[float]:
 def expectation_record(e: Expectation, j: Judgement) -> dict[str, Any]:
     """One expectation as stated and as judged."""
     return {
-        "text": e.text, "metric": e.metric, "comparison": e.comparison.value, "a": e.a,
+        "text": e.text, "kind": e.kind.value, "why": e.why, "metric": e.metric,
+        "comparison": e.comparison.value, "a": e.a,
         "b": e.b, "higher_is_better": e.higher_is_better, "threshold": e.threshold,
         "margin": e.margin, "at_step": e.at_step, "measure": e.measure.value,
         "values": {v: [{"seed": s, "value": number(x), "diverged": s in j.diverged[v]}
@@ -49,6 +50,11 @@ def expectation_record(e: Expectation, j: Judgement) -> dict[str, Any]:
         "effect": number(j.effect),
         "interval": {"low": number(j.low), "high": number(j.high), "paired": j.paired},
         "verdict": j.verdict.value, "note": j.note, "failure": failure_value(j.failure)}
+
+
+def kind_of(row: Mapping[str, Any]) -> Kind:
+    """An expectation row's kind (a record judged before kinds existed: every row a finding)."""
+    return Kind(row.get("kind", Kind.FINDING.value))
 
 
 def failure_value(failure: Optional[Failure]) -> Optional[str]:
@@ -82,17 +88,33 @@ def counts(verdicts: Sequence[Verdict],
 
 def judged(expectations: Sequence[Expectation], judgements: Sequence[Judgement],
            p: Sequence[float]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The expectations' records and their counts, each with what it becomes under Holm's
-    correction over the study (`p`: the p-values of their settled verdicts, multiplicity.py)."""
-    verdicts, failures = [j.verdict for j in judgements], [j.failure for j in judgements]
-    under_holm = multiplicity.holm_verdicts(verdicts, p)
-    holm_failures = multiplicity.holm_failures(failures, under_holm)
-    rows = [{**expectation_record(e, j), "holm": holm_record(q, v, f)}
-            for e, j, q, v, f in zip(expectations, judgements, p, under_holm, holm_failures)]
-    found = counts(verdicts, failures)
+    """The expectations' records and their counts. The counts are the findings' (the claim's
+    evidence), each finding with what it becomes under Holm's correction over the study's
+    findings (`p`: the p-values of their settled verdicts, multiplicity.py); the checks and
+    the post hoc expectations are counted apart ("checks", "post_hoc"), without Holm, and a
+    check that does not hold is an alarm: the instrument may be broken."""
+    kinds = [e.kind for e in expectations]
+    rows = [expectation_record(e, j) for e, j in zip(expectations, judgements)]
+    found = _kind_counts(Kind.FINDING, kinds, judgements)
+    at = [i for i, k in enumerate(kinds) if k is Kind.FINDING]
+    under_holm = multiplicity.holm_verdicts([judgements[i].verdict for i in at],
+                                            [p[i] for i in at])
+    holm_failures = multiplicity.holm_failures([judgements[i].failure for i in at], under_holm)
+    for i, v, f in zip(at, under_holm, holm_failures):
+        rows[i]["holm"] = holm_record(p[i], v, f)
     found["holm"] = {"family_level": multiplicity.FAMILY_LEVEL,
                      **counts(under_holm, holm_failures)}
+    found["checks"] = _kind_counts(Kind.CHECK, kinds, judgements)
+    found["post_hoc"] = _kind_counts(Kind.POST_HOC, kinds, judgements)
+    found["alarms"] = [e.text for e, j in zip(expectations, judgements)
+                       if e.kind is Kind.CHECK and not j.holds]
     return rows, found
+
+
+def _kind_counts(kind: Kind, kinds: Sequence[Kind],
+                 judgements: Sequence[Judgement]) -> dict[str, Any]:
+    mine = [j for k, j in zip(kinds, judgements) if k is kind]
+    return counts([j.verdict for j in mine], [j.failure for j in mine])
 
 
 def metric_record(values: Sequence[float]) -> Optional[dict[str, Any]]:

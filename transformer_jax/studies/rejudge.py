@@ -47,10 +47,20 @@ def key(e: Mapping[str, Any] | Expectation) -> tuple[str, str, Optional[int]]:
     return e["metric"], e["measure"], e["at_step"]
 
 
+def stops_from_summary_csv(path: Path) -> dict[tuple[str, int], int]:
+    """(variant, seed) -> the step at which the run stopped, for each run that diverged."""
+    return {(row["variant"], int(row["seed"])): int(row["steps"])
+            for row in _csv_rows(path) if row["state"] == "diverged"}
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    with Path(path).open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def from_summary_csv(path: Path) -> dict[str, Values]:
     """metric -> variant -> seed -> final value (nan for a run that diverged or is missing)."""
-    with Path(path).open(newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = _csv_rows(path)
     fixed = {"variant", "seed", "state", "steps"}
     found: dict[str, Values] = {}
     for row in rows:
@@ -91,11 +101,13 @@ def values_for(e: Expectation, study: Study, recorded: dict[tuple, Values],
 
 
 def rejudged_record(study: Study, record: dict[str, Any], summary: dict[str, Values],
-                    commit: str) -> dict[str, Any]:
-    """`record` with its expectations judged again by today's `study` and rules."""
+                    commit: str, stops: Mapping[tuple[str, int], int]) -> dict[str, Any]:
+    """`record` with its expectations judged again by today's `study` and rules (`stops`:
+    where each diverged run stopped, stops_from_summary_csv)."""
     recorded = from_record(record)
     judged = {e: values_for(e, study, recorded, summary) for e in study.expectations}
-    rows, verdicts = report.judge_expectations(study, lambda e: judged[e][0])
+    rows, verdicts = report.judge_expectations(study, lambda e: judged[e][0],
+                                               report.stopped_steps(study, stops))
     sources = sorted({source for _, source in judged.values()})
     new = record_lib.study_record(
         study, rows, verdicts, record["summary"], record["budget"]["steps"], record["probes"],
@@ -118,7 +130,8 @@ def rejudge(name: str, results: Path, experiments: Path, repo: Path) -> list[str
     old = record_lib.read(results / f"{name}_{record_lib.FILE}")
     summary = from_summary_csv(results / f"{name}_summary.csv")
     commit, _ = provenance.git_commit(repo)
-    new = rejudged_record(study, old, summary, commit)
+    new = rejudged_record(study, old, summary, commit,
+                          stops_from_summary_csv(results / f"{name}_summary.csv"))
     record_lib.write(results / f"{name}_{record_lib.FILE}", new)
     (results / f"{name}_verdict.md").write_text(
         verdict_text.verdict_markdown(new, curves=f"{name}_curves.png"))

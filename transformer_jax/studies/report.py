@@ -12,7 +12,7 @@ import csv
 import functools
 import math
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 
 from transformer_jax.train import workdir as workdir_lib
@@ -82,8 +82,11 @@ def study_record(study: Study, runs, probes: str = "",
     # every variant: diverged runs count as the study's finished values (default `worst`);
     # a tuned arm: each seed's chosen candidate (by training loss, never the judged metric)
     choices = tuning.choose(study.tuned, study.seeds, runs)
+    stops = {key: run["status"].get("step", 0) for key, run in runs.items()
+             if run["status"].get("state") == "diverged"}
     rows, counted = judge_expectations(
-        study, lambda e: tuning.with_arms(judged_values(study, runs, e), choices))
+        study, lambda e: tuning.with_arms(judged_values(study, runs, e), choices),
+        stopped_steps(study, stops))
     steps = [run["status"].get("step", 0) for run in runs.values()]
     record = record_lib.study_record(study, rows, counted, _summary(study, runs), steps,
                                      probes, sections)
@@ -127,17 +130,34 @@ def plateau_stages(study: Study, runs) -> list[dict[str, Any]]:
             for b in budgets]
 
 
-def judge_expectations(study: Study, values_of: Callable[[Expectation], dict]
+def judge_expectations(study: Study, values_of: Callable[[Expectation], dict],
+                       stopped: Optional[Mapping[str, Mapping[int, int]]] = None
                        ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(each expectation's record row, the counts: record.judged): `values_of(e)` gives
-    variant -> seed -> what `e` judges of each run. The one place verdicts are reached, from
-    runs or from the values a record holds (rejudge.py)."""
+    variant -> seed -> what `e` judges of each run; `stopped` where each diverged run stopped
+    (stopped_steps). The one place verdicts are reached, from runs or from the values a record
+    holds (rejudge.py)."""
     judgements, p = [], []
     for e in study.expectations:
         values = values_of(e)
-        judgements.append(e.judge(values))
-        p.append(multiplicity.p_value(e, values))  # for Holm's correction over the study
+        judgements.append(e.judge(values, stopped=stopped))
+        p.append(multiplicity.p_value(e, values, stopped))  # for Holm's correction over the study
     return record_lib.judged(study.expectations, judgements, p)
+
+
+def stopped_steps(study: Study, stops: Mapping[tuple[str, int], int]
+                  ) -> dict[str, dict[int, int]]:
+    """variant -> seed -> the step at which each diverged run stopped (`stops`: (variant,
+    seed) -> step, diverged runs only); a tuned arm's seed, where every candidate diverged (it
+    has no value), the latest of its candidates' steps."""
+    found: dict[str, dict[int, int]] = {}
+    for (variant, seed), step in stops.items():
+        found.setdefault(variant, {})[seed] = step
+    for arm, candidates in study.tuned.items():
+        for seed in study.seeds:
+            if all(seed in found.get(c, {}) for c in candidates):
+                found.setdefault(arm, {})[seed] = max(found[c][seed] for c in candidates)
+    return found
 
 
 def value_at(run: dict[str, Any], metric: str, step: int) -> float:
@@ -237,7 +257,8 @@ def verdict_markdown(study: Study, runs, probes: str = "", analysis: str = "") -
 
 
 def verdict_cells(e: Expectation, j: Judgement) -> list[str]:
-    """One row of verdict.md: expected, per-seed values, effect, interval, threshold, verdict."""
+    """One row of verdict.md: expected, kind, per-seed values, effect, interval, threshold,
+    verdict."""
     return verdict_text.expectation_cells(record_lib.expectation_record(e, j))
 
 

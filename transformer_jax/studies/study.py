@@ -21,7 +21,7 @@ import ml_collections
 import numpy as np
 
 from transformer_jax.config import ADDED_FIELDS, IN_EVERY_FINGERPRINT, ConfigError
-from transformer_jax.studies import judged_code
+from transformer_jax.studies import judged_code, measured_code
 from transformer_jax.studies import plateau as plateau_lib
 from transformer_jax.studies.loading import STUDY_SIZES, load_config, load_module, load_study
 from transformer_jax.studies.plateau import Plateau
@@ -35,7 +35,8 @@ from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEED
 
 __all__ = [  # the experiment-file API
     "CONFIDENCE", "Comparison", "Expectation", "FLATTENED_ADDED", "FLAT_ACCURACY",
-    "INTERVAL_METHOD", "Judgement", "MAX_SEEDS", "Measure", "RATES", "STUDY_SIZES", "Study",
+    "INTERVAL_METHOD", "Judgement", "Kind", "MAX_SEEDS", "Measure", "RATES", "STUDY_SIZES",
+    "Study",
     "Verdict", "decide", "difference_interval", "flattened", "interval_of_mean", "load_config",
     "load_module", "load_study", "mean_interval", "mean_over_seeds", "Plateau", "rate_interval",
     "relative_gap", "relative_gap_interval", "seeds_to_bound", "seeds_to_settle",
@@ -60,6 +61,9 @@ class Comparison(enum.Enum):
 
 
 RATES = (Comparison.FAIL_RATE_AT_LEAST, Comparison.FAIL_RATE_AT_MOST)
+# What an expectation measures on a variant, where one whose every run diverged measured none
+# of it (Expectation._refused): a final value that `worst` stands in for is no gain or gap.
+REFUSED_ON_LOST = {Comparison.BETTER: "a gain", Comparison.WITHIN: "a gap"}
 # Each comparison's effect when nothing differs ("no effect"; None: it has no such value), from
 # which a verdict that does not hold is told contradicted or smaller than stated
 # (stats.how_it_failed). A new comparison declares its own here (tests/studies/test_failure.py).
@@ -84,10 +88,25 @@ class Measure(enum.Enum):
     LATE_GAIN = "late_gain"
 
 
+class Kind(enum.Enum):
+    """What an expectation is evidence of (docs/verdicts.md, "Kinds of expectation"). Declaring
+    a kind is disclosure, not a design move: it is outside the fingerprint. A finding may be
+    declared a check or post hoc after its results (an amendment names the commit, `why` says
+    why); nothing becomes a finding after its results (preregistration.kind_problems)."""
+
+    FINDING = "finding"  # could have come out either way, given what was known when written
+    # holds by construction or arithmetic, or was known before the run: it shows that the
+    # instrument works; counted apart, and one that does not hold is an alarm
+    CHECK = "check"
+    POST_HOC = "post_hoc"  # its threshold or comparison was set after its values were seen
+
+
+KIND_WORDS = {Kind.FINDING: "finding", Kind.CHECK: "check", Kind.POST_HOC: "post hoc"}
 PROBES_FILE = "probes.md"  # a study's step-0 probes, as markdown (its plots beside it)
 MACHINE_FIELDS = ("data_dir", "text_path")  # where this machine keeps data: not the design
 # Expectation fields added after fingerprints existed, with their default, left out the same way.
 NEWER_EXPECTATION_FIELDS = {"at_step": None, "measure": Measure.FINAL.value}
+DISCLOSURE_FIELDS = ("kind", "why")  # what an expectation is evidence of: not its design
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,8 +158,16 @@ class Expectation:
     # (1: the start of training, e.g. gradients at initialization)
     at_step: Optional[int] = None
     measure: Measure = Measure.FINAL
+    kind: Kind = Kind.FINDING
+    why: str = ""  # why a check or post hoc is one (shown beside it); a finding needs none
 
     def __post_init__(self):
+        if not isinstance(self.kind, Kind):
+            raise ConfigError(f"expectation {self.text!r}: kind={self.kind!r}; valid: "
+                              f"{', '.join(f'Kind.{k.name}' for k in Kind)}")
+        if self.kind is not Kind.FINDING and not self.why.strip():
+            raise ConfigError(f"expectation {self.text!r}: kind=Kind.{self.kind.name} needs "
+                              "why= (what makes it one, shown beside it)")
         if not isinstance(self.measure, Measure):
             raise ConfigError(f"expectation {self.text!r}: measure={self.measure!r}; valid: "
                               f"{', '.join(f'Measure.{m.name}' for m in Measure)}")
@@ -191,11 +218,44 @@ class Expectation:
         return -math.inf, self.margin
 
     def judge(self, final: Mapping[str, Mapping[int, float]],
-              confidence: float = CONFIDENCE) -> Judgement:
+              confidence: float = CONFIDENCE,
+              stopped: Optional[Mapping[str, Mapping[int, int]]] = None) -> Judgement:
         """final: variant -> seed -> the metric's final value (nan for a diverged run). Give
         every variant of the study: diverged runs count as the study's finished values.
-        `confidence`: of the intervals (another than CONFIDENCE: multiplicity.p_value)."""
-        return self._classified(self._judged(final, confidence))
+        `confidence`: of the intervals (another than CONFIDENCE: multiplicity.p_value).
+        `stopped`: variant -> seed -> the step at which each diverged run stopped (None: not
+        known), which tells a variant that was never finite (`_refused`)."""
+        refused = self._refused(final, stopped)
+        return refused if refused is not None else self._classified(self._judged(final, confidence))
+
+    def _refused(self, final: Mapping[str, Mapping[int, float]],
+                 stopped: Optional[Mapping[str, Mapping[int, int]]]) -> Optional[Judgement]:
+        """What cannot be judged, whatever `worst` says (None: it can be), inconclusive with why:
+        a late gain ("flattened"), a gain or a gap on a variant whose every run diverged (its
+        runs measured no such thing: a `worst` would decide it alone); and a comparison of two
+        variants one of which was never finite (every run stopped at step 1 or before), unless
+        the expectation is declared a check of exactly that."""
+        if self.comparison in RATES:
+            return None
+        lost = [v for v in self.variants() if final.get(v)
+                and not any(math.isfinite(x) for x in final[v].values())]
+        what = ("a late gain" if self.measure is Measure.LATE_GAIN else
+                REFUSED_ON_LOST.get(self.comparison))
+        if lost and what:
+            note = f"refused: every run of {' and '.join(lost)} diverged, so {what} on it " \
+                   "measures nothing"
+        else:
+            never = [v for v in lost if stopped is not None and self.b is not None
+                     and all(stopped.get(v, {}).get(s, math.inf) <= 1 for s in final[v])]
+            if not never or self.kind is Kind.CHECK:
+                return None
+            note = (f"refused: every run of {' and '.join(never)} was non-finite from step 1, so "
+                    "nothing was measured on that side (a check of that is declared one)")
+        diverged = {v: tuple(s for s in sorted(final[v]) if not math.isfinite(final[v][s]))
+                    for v in self.variants()}
+        return Judgement(Verdict.INCONCLUSIVE, values={v: dict(final[v]) for v in self.variants()},
+                         diverged=diverged, fill={}, effect=math.nan, low=-math.inf,
+                         high=math.inf, paired=False, note=note)
 
     def _classified(self, j: Judgement) -> Judgement:
         """A verdict that does not hold, with how it failed (the note says which kind of
@@ -356,11 +416,17 @@ def flattened(variant: str, metric: str, amount: float, higher_is_better: bool =
               ) -> Expectation:
     """The "flattened" check of a "trains at all" verdict: `variant` (the baseline that trains)
     gained at most `amount` of `metric` over its last 20 % of steps (mean over seeds), so the
-    budget measured whether the others train at all, not only how fast they learn."""
+    budget measured whether the others train at all, not only how fast they learn. A check of
+    the instrument (Kind.CHECK): one that does not hold is an alarm."""
     return Expectation(f"{variant} has flattened: its {metric} gains at most {amount:g} over "
                        "its last 20 % of steps (else the budget measures speed as well)", metric,
                        variant, Comparison.AT_MOST, amount, higher_is_better=higher_is_better,
-                       measure=Measure.LATE_GAIN)
+                       measure=Measure.LATE_GAIN, kind=Kind.CHECK, why=FLATTENED_WHY)
+
+
+# Why "flattened" is a check: it judges the budget, not the claim (docs/verdicts.md)
+FLATTENED_WHY = ("a check of the budget, not of the claim: that the arm had stopped learning, so "
+                 "the comparisons measure whether the others train, not how fast")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -392,6 +458,12 @@ class Study:
     evaluate: Optional[Callable[["Study", Path], dict]] = None
     # A budget that runs to the plateau (studies/plateau.py); None: train.num_steps, fixed.
     plateau: Optional[Plateau] = None
+    # The code that computes what the study judges, as (file, name) pairs (measured_code.refs,
+    # with the experiment file's imports from the package): set by loading.load_study, found
+    # from the study alone where it is None. Not a statement of the study: it is its digest
+    # that the fingerprint holds.
+    measured_refs: Optional[tuple[tuple[str, str], ...]] = dataclasses.field(
+        default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if not self.variants or not self.seeds:
@@ -515,11 +587,20 @@ class Study:
             design["plateau"] = self.plateau.design()
         return design
 
-    def fingerprint(self) -> str:
-        """sha256 of `design()` (canonical JSON): a results page carries the fingerprint it was
-        judged with, and tests/studies/test_preregistration.py fails when the experiment file's
-        fingerprint has moved since, so a changed expectation forces a new judgement."""
-        return _sha(self.design())
+    def fingerprint(self, measured: Optional[str] = None) -> str:
+        """sha256 of `design()` (canonical JSON) and of the code that computes what it judges
+        (`measured`: that code's digest in another source tree, measured_code.digest; else
+        today's files'): a results page carries the fingerprint it was judged with, and
+        tests/studies/test_preregistration.py fails when the experiment file's fingerprint has
+        moved since, so a changed expectation, or a changed analysis, data generator or
+        evaluation, forces a new judgement."""
+        if measured is None:
+            measured = measured_code.digest(self.measured_code(), measured_code.read_disk)
+        return design_fingerprint(self.design(), measured)
+
+    def measured_code(self) -> tuple[tuple[str, str], ...]:
+        """The (file, name) pairs of the code that computes what the study judges."""
+        return self.measured_refs if self.measured_refs is not None else measured_code.refs(self)
 
     def training_fingerprint(self) -> str:
         """sha256 of `training_design()`: runs trained under one training fingerprint can be
@@ -546,6 +627,11 @@ def study_schedule(config: ml_collections.ConfigDict, steps: int, **train: Any) 
     config.train.update(**train)
 
 
+def design_fingerprint(design: dict[str, Any], measured: str) -> str:
+    """The fingerprint of a design (Study.design) whose measured code has digest `measured`."""
+    return _sha({**design, "measured_code": measured})
+
+
 def _sha(design: dict[str, Any]) -> str:
     text = json.dumps(design, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -561,12 +647,18 @@ def _set(config: ml_collections.ConfigDict, dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
+def expectation_key(expectation: Expectation) -> str:
+    """An expectation's design as one string (what it states, not its kind): the same
+    expectation in two versions of a study has the same key."""
+    return json.dumps(_expectation_design(expectation), sort_keys=True, default=str)
+
+
 def _expectation_design(expectation: Expectation) -> dict[str, Any]:
     """An expectation as plain values, without NEWER_EXPECTATION_FIELDS at their default: a
     design that does not use one keeps its fingerprint."""
     design = _plain(dataclasses.asdict(expectation))
-    return {k: v for k, v in design.items()
-            if not (k in NEWER_EXPECTATION_FIELDS and v == NEWER_EXPECTATION_FIELDS[k])}
+    return {k: v for k, v in design.items() if k not in DISCLOSURE_FIELDS
+            and not (k in NEWER_EXPECTATION_FIELDS and v == NEWER_EXPECTATION_FIELDS[k])}
 
 
 def _plain(value: Any) -> Any:

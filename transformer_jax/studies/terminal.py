@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence, TextIO
 
 from transformer_jax.train.cli import LOG_FILE
 from transformer_jax.train.terminal import duration, tensorboard_executable
-from transformer_jax.studies.study import Study
+from transformer_jax.studies.study import Kind, Study
 from transformer_jax.studies import board
 from transformer_jax.studies import record as record_lib
 from transformer_jax.studies import verdict_text
@@ -76,17 +76,26 @@ class StudyVerdict:
     verdict."""
 
     overall: str
-    expectations: list[tuple[str, str]]  # (verdict, expected outcome in words)
+    # (verdict, expected outcome in words, kind: study.Kind's value)
+    expectations: list[tuple[str, str, str]]
     short: str = "-"  # the overall verdict in words: 'partly holds', 'not judged'
     kinds: str = ""  # how those that do not hold failed: '1 contradicted, 1 smaller than stated'
 
-    def count(self, word: str) -> int:
-        return sum(v.startswith(word) for v, _ in self.expectations)
+    def count(self, word: str, kind: Kind = Kind.FINDING) -> int:
+        return sum(v.startswith(word) for v, _, k in self.expectations if k == kind.value)
 
     def cell(self, word: str) -> str:
-        """How many have the verdict `word`; for 'does not hold', how they failed."""
+        """How many findings have the verdict `word`; for 'does not hold', how they failed."""
         kinds = f" ({self.kinds})" if word == "does not hold" and self.kinds else ""
         return f"{self.count(word)}{kinds}"
+
+    def apart(self, kind: Kind) -> str:
+        """'3/3 hold' of the checks or post hoc ('-': none); an alarm where a check does not."""
+        total = sum(k == kind.value for _, _, k in self.expectations)
+        held = self.count("holds", kind)
+        if not total:
+            return "-"
+        return f"{held}/{total} hold" + (" ALARM" if kind is Kind.CHECK and held < total else "")
 
 
 def read_verdict(path: Path) -> StudyVerdict:
@@ -97,7 +106,8 @@ def read_verdict(path: Path) -> StudyVerdict:
     except record_lib.RecordError:
         return StudyVerdict("", [])
     overall = verdict_text.overall_line(found).replace("**", "")
-    expectations = [(verdict_text.verdict_words(row), row["text"]) for row in found["expectations"]]
+    expectations = [(verdict_text.verdict_words(row), row["text"], record_lib.kind_of(row).value)
+                    for row in found["expectations"]]
     return StudyVerdict(overall, expectations, found["counts"]["overall"].removeprefix("is "),
                         verdict_text.failure_kinds(found["counts"]))
 
@@ -301,14 +311,16 @@ class JobProgress:
 
     def summary(self) -> list[str]:
         """One row per study: variants, diverged runs, expectations by verdict, the verdict."""
-        header = ["study", "variants", "diverged runs", *VERDICT_WORDS, "verdict"]
+        header = ["study", "variants", "diverged runs", *(f"findings {w}" for w in VERDICT_WORDS),
+                  "checks", "post hoc", "verdict"]
         rows = []
         for name, (study, _) in self.studies.items():
             verdict = self.verdicts.get(name)
             counts = [verdict.cell(w) if verdict else "-" for w in VERDICT_WORDS]
+            apart = [verdict.apart(k) if verdict else "-" for k in (Kind.CHECK, Kind.POST_HOC)]
             overall = verdict.short if verdict else "not reported (runs left)"
             rows.append([name, str(len(study.variants)), str(self.diverged.get(name, 0)),
-                         *counts, overall])
+                         *counts, *apart, overall])
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
         return [fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)]

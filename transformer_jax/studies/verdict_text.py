@@ -7,9 +7,11 @@ from typing import Any, Optional
 from transformer_jax.studies import bounds, convergence
 from transformer_jax.studies.checks import PASS, CheckResult, Section
 from transformer_jax.studies.markdown import cell
-from transformer_jax.studies.study import RATES, Comparison, Measure
+from transformer_jax.studies import record as record_lib
+from transformer_jax.studies.study import KIND_WORDS, RATES, Comparison, Kind, Measure
 
-VERDICT_HEADER = ["expected", "per-seed values", "effect", "95 % interval", "threshold", "verdict"]
+VERDICT_HEADER = ["expected", "kind", "per-seed values", "effect", "95 % interval", "threshold",
+                  "verdict"]
 PROBES_TITLE, ANALYSIS_TITLE = "## Step-0 probes (no training)", "## Analysis"
 TUNING_TITLE = "## Tuned arms"
 PLATEAU_TITLE = "## Budget: to the plateau"
@@ -38,7 +40,14 @@ def expectation_cells(row: dict[str, Any], flat_window: float = convergence.FLAT
     interval = "unmeasured" if low is None or high is None else \
         f"[{number(low)}, {number(high)}]" + (
             "" if row["interval"]["paired"] or row["b"] is None else " unpaired")
-    return [row["text"], per_seed_cell(row), effect, interval, threshold, verdict_words(row)]
+    return [row["text"], kind_cell(row), per_seed_cell(row), effect, interval, threshold,
+            verdict_words(row)]
+
+
+def kind_cell(row: dict[str, Any]) -> str:
+    """'finding'; 'check: why' or 'post hoc: why' (what makes it one)."""
+    kind = record_lib.kind_of(row)
+    return KIND_WORDS[kind] + (f": {row['why']}" if kind is not Kind.FINDING else "")
 
 
 def verdict_words(row: dict[str, Any]) -> str:
@@ -53,9 +62,12 @@ HOLM_HEADER = "under Holm"
 
 
 def holm_cell(row: dict[str, Any]) -> str:
-    """What the verdict becomes under Holm's correction over the study, with its p-value;
-    in bold where it differs from the verdict."""
-    holm = row["holm"]
+    """What the verdict becomes under Holm's correction over the study's findings, with its
+    p-value; in bold where it differs from the verdict ('—': a check or post hoc, not
+    corrected: it is not counted as evidence)."""
+    holm = row.get("holm")
+    if holm is None:
+        return "— (not a finding)"
     words = holm["verdict"] + (f" ({holm['failure']})" if holm["failure"] else "")
     if holm["verdict"] != row["verdict"]:
         words = f"**{words}**"
@@ -133,11 +145,39 @@ def expectations_table(record: dict[str, Any], drop_per_seed: bool = False) -> l
 
 
 def overall_line(record: dict[str, Any]) -> str:
-    """The study's headline; where Holm's correction changes a verdict, what it becomes."""
+    """The study's headline: an alarm first where a check of the instrument does not hold; the
+    findings' verdict (under Holm's correction, where it changes one); then the checks and the
+    post hoc expectations, counted apart."""
     c = record["counts"]
-    return (f"**Verdict: the claim {c['overall']} on this run** ({c['held']} hold, "
-            f"{failed_words(c)}, {c['inconclusive']} inconclusive of {c['total']} "
-            f"expectations; seeds {record['seeds']}).") + holm_line(c)
+    return (alarm_line(c) + f"**Verdict: the claim {c['overall']} on this run** "
+            f"({findings_words(c)}; seeds {record['seeds']}).") + holm_line(c) + apart_line(c)
+
+
+def findings_words(c: dict[str, Any]) -> str:
+    """'2 hold, 1 does not hold (1 contradicted), 0 inconclusive of 3 findings'."""
+    return (f"{c['held']} hold, {failed_words(c)}, {c['inconclusive']} inconclusive of "
+            f"{c['total']} {'findings' if 'checks' in c else 'expectations'}")
+
+
+def alarm_line(c: dict[str, Any]) -> str:
+    """'**Alarm: ...** ' where a check of the instrument does not hold; '' where none."""
+    alarms = c.get("alarms") or []
+    if not alarms:
+        return ""
+    listed = "; ".join(f"“{text}”" for text in alarms)
+    return (f"**Alarm: {len(alarms)} of {c['checks']['total']} checks of the instrument do not "
+            f"hold ({listed}): the instrument may be broken, and the findings with it.** ")
+
+
+def apart_line(c: dict[str, Any]) -> str:
+    """' Counted apart, not as evidence: checks of the instrument 3 of 3 hold; post hoc 1 of 1
+    hold.' ('' where the record has neither, or predates kinds)."""
+    parts = [f"{words} {c[key]['held']} of {c[key]['total']} hold"
+             for key, words in (("checks", "checks of the instrument"),
+                                ("post_hoc", "post hoc (a threshold set after its values were "
+                                             "seen)"))
+             if c.get(key, {}).get("total")]
+    return f" Counted apart, not as evidence: {'; '.join(parts)}." if parts else ""
 
 
 def holm_line(counts: dict[str, Any]) -> str:
@@ -146,7 +186,8 @@ def holm_line(counts: dict[str, Any]) -> str:
     holm = counts.get("holm")
     if holm is None or all(holm[k] == counts[k] for k in ("held", "failed", "inconclusive")):
         return ""
-    return (f" Under Holm's correction over its {holm['total']} expectations (family level "
+    over = "findings" if "checks" in counts else "expectations"
+    return (f" Under Holm's correction over its {holm['total']} {over} (family level "
             f"{holm['family_level']:g}): the claim {holm['overall']} ({holm['held']} hold, "
             f"{failed_words(holm)}, {holm['inconclusive']} inconclusive).")
 
@@ -184,8 +225,14 @@ def holm_note(record: dict[str, Any]) -> str:
     holm = record["counts"].get("holm")
     if holm is None:
         return ""
-    return (f" Under Holm: the verdict under Holm's step-down correction over the study's "
-            f"{holm['total']} expectations at family level {holm['family_level']:g}; p: the "
+    kinds = "checks" in record["counts"]
+    return (f" Kind: a finding could have come out either way when it was written; a check "
+            f"holds by construction or was known before the run (it shows that the instrument "
+            f"works); post hoc: its threshold was set after its values were seen. Only findings "
+            f"count as evidence (docs/verdicts.md)." if kinds else "") + (
+            f" Under Holm: the verdict under Holm's step-down correction over the study's "
+            f"{holm['total']} {'findings' if kinds else 'expectations'} at family level "
+            f"{holm['family_level']:g}; p: the "
             f"smallest α at which the expectation's interval at confidence 1 − α is settled, "
             f"and a settled verdict whose p does not survive becomes inconclusive "
             f"(docs/verdicts.md).")
@@ -284,11 +331,13 @@ def checks(record: dict[str, Any]) -> list[CheckResult]:
 
 
 def verdict_cell(record: dict[str, Any]) -> str:
-    """'partly holds: 2 of 5 hold, 3 inconclusive' (a table cell); a study without
+    """'partly holds: 2 of 5 findings hold, 3 inconclusive; checks 4 of 4 hold; post hoc 1 of
+    1 holds' (a table cell), an alarm first where a check does not hold; a study without
     expectations: how many of its analyses' checks pass."""
     c = record["counts"]
-    if not c["total"]:  # its findings are its analyses' checks: count those
-        found = checks(record)
+    if not c["total"] and not c.get("checks", {}).get("total") \
+            and not c.get("post_hoc", {}).get("total"):
+        found = checks(record)  # its findings are its analyses' checks: count those
         passed = sum(check.verdict == PASS for check in found)
         return (f"not judged (no expectations); its analyses' checks: {passed} of "
                 f"{len(found)} pass")
@@ -296,7 +345,16 @@ def verdict_cell(record: dict[str, Any]) -> str:
         if c["failed"] else ""
     extra = failed + (f", {c['inconclusive']} inconclusive" if c["inconclusive"] else "")
     overall = c["overall"].removeprefix("is ")  # 'the claim is inconclusive'
-    return f"{overall}: {c['held']} of {c['total']} hold{extra}"
+    what = "findings" if "checks" in c else ""
+    cell = (f"{overall}: {c['held']} of {c['total']} {what + ' ' if what else ''}hold{extra}"
+            if c["total"] else "no findings")
+    alarms = c.get("alarms") or []
+    alarm = (f"**alarm: {len(alarms)} of {c['checks']['total']} checks do not hold** · "
+             if alarms else "")
+    apart = [f"{words} {c[key]['held']} of {c[key]['total']}"
+             for key, words in (("checks", "checks"), ("post_hoc", "post hoc"))
+             if c.get(key, {}).get("total")]
+    return alarm + cell + (f" · {', '.join(apart)} hold" if apart else "")
 
 
 def summary_over(record: dict[str, Any]) -> str:

@@ -1,0 +1,100 @@
+"""The code that computes a judged value is inside the fingerprint (studies/measured_code.py):
+each side door a referee found (a change to how pretrained_claims draws its random heads, to a
+package constant the experiments import, to a task's data generator) is planted in a scratch
+clone and must move the fingerprint, as history reads it, of exactly the studies that use it."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from transformer_jax.studies import history, measured_code
+from transformer_jax.studies.study import load_study
+
+REPO = Path(__file__).resolve().parents[2]
+EXPERIMENTS = sorted(p.stem for p in (REPO / "experiments").glob("[!_]*.py"))
+FLATTENED = {"depth", "norm_placement", "residual_flow", "residuals"}  # import FLAT_ACCURACY
+
+
+def _synthetic() -> set[str]:
+    """The studies that train on generated data (their configs say so)."""
+    found = set()
+    for name in EXPERIMENTS:
+        study = load_study(REPO / "experiments" / f"{name}.py", "tiny")
+        kinds = {o.get("data.kind", study.base.data.get("kind", "synthetic"))
+                 for o in study.variants.values()}
+        if study.evaluate is None and "synthetic" in kinds:
+            found.add(name)
+    return found
+
+
+PLANTS = [  # (file, text, planted text, the studies that must move)
+    ("transformer_jax/studies/analysis/checkpoint_claims.py",
+     "rng.choice(len(every), size, replace=False)", "rng.choice(len(every), size, replace=True)",
+     lambda: {"pretrained_claims"}),
+    ("transformer_jax/studies/study.py", "FLAT_ACCURACY = 0.02", "FLAT_ACCURACY = 0.07",
+     lambda: FLATTENED),
+    ("transformer_jax/data/synthetic.py", "lengths = rng.integers(min_len, max_len + 1, size=num)",
+     "lengths = rng.integers(min_len, max_len, size=num)", _synthetic),
+]
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory) -> tuple[Path, list[str]]:
+    """A clone of this repository's HEAD with each plant committed on top, one commit each:
+    (the clone, [HEAD, then each plant's commit])."""
+    root = tmp_path_factory.mktemp("clone")
+    git = lambda *a: subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c",  # noqa
+                                     "user.email=t@t", *a], capture_output=True, text=True,
+                                    check=True).stdout.strip()
+    subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(root)], check=True)
+    commits = [git("rev-parse", "HEAD")]
+    for path, text, planted, _ in PLANTS:
+        source = (root / path).read_text()
+        assert source.count(text) == 1, f"{path}: the plant's text is not there once: {text}"
+        (root / path).write_text(source.replace(text, planted))
+        git("commit", "-q", "-am", f"plant in {path}")
+        commits.append(git("rev-parse", "HEAD"))
+    return root, commits
+
+
+@pytest.mark.parametrize("plant", range(len(PLANTS)), ids=["random heads", "FLAT_ACCURACY",
+                                                           "task generator"])
+def test_a_planted_change_moves_the_fingerprint_of_exactly_the_studies_that_use_it(scratch,
+                                                                                   plant):
+    root, commits = scratch
+    walk = history.Repository(root)
+    before, after = commits[plant], commits[plant + 1]
+    moved = {name for name in EXPERIMENTS
+             if walk.designs_at(before, name, "default")[0]
+             != walk.designs_at(after, name, "default")[0]}
+    assert moved == PLANTS[plant][3]()
+
+
+def test_todays_fingerprint_reads_the_measured_code_from_disk():
+    study = load_study(REPO / "experiments" / "pretrained_claims.py", "default")
+    refs = study.measured_code()
+    assert ("transformer_jax/studies/analysis/checkpoint_claims.py", "random_distance") in refs
+    planted = measured_code.digest(refs, lambda path: measured_code.read_disk(path).replace(
+        "replace=False", "replace=True"))
+    assert study.fingerprint(planted) != study.fingerprint()
+    assert study.fingerprint(measured_code.digest(refs, measured_code.read_disk)) == \
+        study.fingerprint()
+
+
+def test_a_docstring_or_comment_moves_nothing():
+    refs = (("transformer_jax/studies/study.py", "flattened"),)
+    text = measured_code.read_disk(refs[0][0])
+    reworded = text.replace('"""The "flattened" check of a', '"""The flattened check, of a')
+    assert reworded != text
+    assert measured_code.digest(refs, lambda p: reworded) == \
+        measured_code.digest(refs, lambda p: text)
+
+
+def test_every_results_file_is_a_studys_or_declared_the_projects(tmp_path):
+    results = REPO / "experiments" / "results"
+    assert history.unowned(results, EXPERIMENTS) == []
+    assert history.owner("batchnorm_text_curves.png", EXPERIMENTS) == "batchnorm_text"
+    assert history.owner("scaling_large_h200_summary.md", EXPERIMENTS) == "scaling"
+    (tmp_path / "stray_notes.md").write_text("x")
+    (tmp_path / "suite-main.json").write_text("{}")
+    assert history.unowned(tmp_path, EXPERIMENTS) == ["stray_notes.md"]

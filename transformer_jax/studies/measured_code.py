@@ -1,0 +1,261 @@
+"""The code that computes the values a study judges, so that its fingerprint covers that code.
+
+A judged value comes from code outside the experiment file: the analyses and the helpers they
+call, the task's data generator, the evaluation functions, how a run's curve becomes the value
+an expectation reads, and the package constants all of these read, with those the experiment
+file imports from the package (e.g. `FLAT_ACCURACY`). `refs(study, experiment)` names them, as
+(file, top-level name) pairs: from the live objects, it follows the names each one's syntax tree
+reads, within the measuring code (`measuring`). `digest(refs, read)` hashes what those names
+are bound to in any source tree, docstrings out (studies/syntax.py): the files on disk, a git
+commit's (history.py), or a scratch copy (the tests). So a change to the code that computes a
+judged value moves the fingerprint of exactly the studies that use it, and no other.
+
+Outside: training code (layers, optimizer, the loop; what the provenance's commit records),
+the judging code (the statistics and comparisons; judging_rules' version covers it), and what
+renders, stores or runs a study (pages, plots, records, the sweep).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import inspect
+import sys
+import types
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+from transformer_jax.studies import syntax
+
+PACKAGE = "transformer_jax"
+ROOT = Path(__file__).resolve().parents[2]  # the directory that holds the package
+# Measuring code: a module under one of these, unless under one of NOT_MEASURING.
+MEASURING = (f"{PACKAGE}.studies", f"{PACKAGE}.data", f"{PACKAGE}.train.evaluation",
+             f"{PACKAGE}.train.steps")
+NOT_MEASURING = tuple(f"{PACKAGE}.studies.{m}" for m in (
+    # judging: covered by judging_rules' version
+    "stats", "multiplicity", "tuning", "judging_rules",
+    # rendering, storing, running, the fingerprint's own machinery
+    "plots", "markdown", "pages", "verdict_text", "board", "export", "record", "terminal",
+    "publish", "provenance", "preregistration", "history", "rejudge", "sweep", "jobs",
+    "schedule", "plan", "catalog", "suite_time", "loading", "measured_code", "judged_code",
+    "syntax", "bounds"))
+# What the study module holds that is judging code (its verdict, not its measurement).
+JUDGING_NAMES = {f"{PACKAGE}.studies.study": ("Study", "Expectation", "Judgement", "Comparison",
+                                              "Measure", "Kind", "NO_EFFECT", "RATES",
+                                              "_rate_beyond_seeds")}
+# Every study's values pass through these: a run's evaluation and how a curve becomes the value
+# an expectation reads (named, so that each is followed like an analysis).
+EVALUATION = (("train.steps", "loss_and_metrics"), ("train.steps", "make_eval_step"),
+              ("train.steps", "finish_eval"), ("train.evaluation", "evaluate"),
+              ("studies.report", "judged_values"), ("studies.report", "add_measured"))
+TASKS = {"synthetic": ("data.synthetic", "make"), "text": ("data.text", "make")}
+
+EXPERIMENT_MODULE = "_tj_"  # how loading.load_module names an experiment file's module
+Ref = tuple[str, str]  # (file relative to ROOT, name bound at its top level)
+
+
+def measuring(module: str) -> bool:
+    return module.startswith(MEASURING) and not module.startswith(NOT_MEASURING)
+
+
+def refs(study, experiment: Optional[Path] = None) -> tuple[Ref, ...]:
+    """The (file, name) pairs of the code that computes what `study` judges (module docstring);
+    `experiment`: its file, whose imports from the package count too."""
+    found: dict[Ref, None] = {}
+    seen: set[int] = set()
+    roots = [*_callables(list(study.analyses)), *_callables([study.evaluate]),
+             *(_named(m, n) for m, n in EVALUATION), *_task_roots(study)]
+    for obj in roots:
+        _follow(obj, found, seen)
+    if experiment is not None:
+        for ref in _imported(Path(experiment)):
+            _add_name(ref, found, seen)
+    return tuple(sorted(found))
+
+
+def digest(found: Iterable[Ref], read: Callable[[str], Optional[str]]) -> str:
+    """sha256 (16 hex digits) of what each (file, name) is bound to in the source `read` gives
+    ('absent' where the file or the name is not there), docstrings out."""
+    parts = []
+    for path, name in sorted(found):
+        text = read(path)
+        parts.append(f"{path}:{name}={syntax.top_level(text, name) if text else None}")
+    return syntax.sha("\n".join(parts))
+
+
+def read_disk(path: str) -> Optional[str]:
+    """A file's text under ROOT (None: no such file): today's working tree."""
+    try:
+        return (ROOT / path).read_text()
+    except OSError:
+        return None
+
+
+def _named(module: str, name: str) -> Any:
+    return getattr(sys.modules.get(f"{PACKAGE}.{module}") or _import(f"{PACKAGE}.{module}"), name)
+
+
+def _import(module: str):
+    import importlib
+    return importlib.import_module(module)
+
+
+def _task_roots(study) -> list[Any]:
+    """The data generator of every kind of data the study's variants train on (an evaluation-
+    only study trains on none: its evaluate function reads its own units)."""
+    if study.evaluate is not None:
+        return []
+    base = (study.base.get("data") or {}).get("kind", "synthetic")
+    kinds = {overrides.get("data.kind", base) for overrides in study.variants.values()}
+    return [_named(*TASKS[k]) for k in sorted(kinds) if k in TASKS]
+
+
+def _callables(objects: list[Any]) -> list[Any]:
+    """The functions and classes inside analyses: partials, closures, dataclass fields, lists."""
+    out: list[Any] = []
+
+    def walk(obj: Any, depth: int) -> None:
+        if depth > 8 or obj is None or isinstance(obj, (str, bytes, int, float, bool, enum.Enum)):
+            return
+        if isinstance(obj, functools.partial):
+            walk(obj.func, depth + 1)
+            for x in [*obj.args, *obj.keywords.values()]:
+                walk(x, depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for x in obj:
+                walk(x, depth + 1)
+        elif isinstance(obj, dict):
+            for x in obj.values():
+                walk(x, depth + 1)
+        elif isinstance(obj, types.FunctionType):
+            out.append(obj)
+            for cell in obj.__closure__ or ():
+                try:
+                    walk(cell.cell_contents, depth + 1)
+                except ValueError:  # a cell not yet bound
+                    pass
+        elif isinstance(obj, type):
+            out.append(obj)
+        elif dataclasses.is_dataclass(obj):
+            out.append(type(obj))
+            for f in dataclasses.fields(obj):
+                walk(getattr(obj, f.name), depth + 1)
+    walk(objects, 0)
+    return out
+
+
+def _follow(obj: Any, found: dict[Ref, None], seen: set[int]) -> None:
+    """Adds `obj` (a function or class) if it is measuring code, and follows the names its
+    syntax tree reads: measuring functions, classes and module constants, recursively. Code
+    outside the package (an experiment file's lambda) is followed but not added: its own file
+    is the design's."""
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    module = getattr(obj, "__module__", None) or ""
+    ours = measuring(module) and _top_name(obj) not in JUDGING_NAMES.get(module, ())
+    if not ours and not module.startswith(EXPERIMENT_MODULE):
+        return  # other package code, or a library's
+    if ours:
+        found[(_file(module), _top_name(obj))] = None
+    for node, scope in _trees_and_scopes(obj):
+        for name in syntax.loaded_names(node):
+            _resolve(name, scope, found, seen)
+
+
+def _trees_and_scopes(obj: Any) -> list[tuple[Any, dict]]:
+    """The syntax tree(s) of a function or class with the names visible to it."""
+    try:
+        text = Path(inspect.getsourcefile(obj) or "").read_text()
+    except (OSError, TypeError):
+        return []
+    if isinstance(obj, type):
+        module = syntax.parsed(text)
+        nodes = [n for n in (module.body if module else ())
+                 if getattr(n, "name", None) == obj.__name__]
+        return [(n, vars(sys.modules[obj.__module__])) for n in nodes]
+    scope = dict(obj.__globals__)
+    for name, cell in zip(obj.__code__.co_freevars, obj.__closure__ or ()):
+        try:
+            scope[name] = cell.cell_contents
+        except ValueError:
+            pass
+    return [(n, scope) for n in syntax.function_node(obj.__code__, text)]
+
+
+def _resolve(name: str, scope: dict, found: dict[Ref, None], seen: set[int]) -> None:
+    head, _, attr = name.partition(".")
+    if head not in scope:
+        return
+    value = scope[head]
+    if isinstance(value, types.ModuleType):
+        if not attr or not hasattr(value, attr):
+            return
+        if measuring(value.__name__) and _is_constant(getattr(value, attr)):
+            _add_name((_file(value.__name__), attr), found, seen)
+            return
+        value = getattr(value, attr)
+    elif _is_constant(value) and measuring(scope.get("__name__", "")):
+        _add_name((_file(scope["__name__"]), head), found, seen)
+        return
+    if isinstance(value, (types.FunctionType, type)):
+        _follow(value, found, seen)
+    elif isinstance(value, functools.partial) or dataclasses.is_dataclass(value):
+        for obj in _callables([value]):
+            _follow(obj, found, seen)
+
+
+def _add_name(ref: Ref, found: dict[Ref, None], seen: set[int]) -> None:
+    """A module-level name of a measuring file: where it is bound there (a constant, or what
+    the file imports from another measuring module: followed to where it is defined)."""
+    path, name = ref
+    text = read_disk(path) or ""
+    if syntax.top_level(text, name) is not None:
+        module = sys.modules.get(_module(path))
+        value = getattr(module, name, None) if module else None
+        if isinstance(value, (types.FunctionType, type)):
+            _follow(value, found, seen)
+        elif measuring(_module(path)) and \
+                name not in JUDGING_NAMES.get(_module(path), ()):
+            found[ref] = None
+        return
+    source = syntax.imported_from(text, name)
+    if source and measuring(source):
+        _add_name((_file(source), name), found, seen)
+
+
+def _imported(experiment: Path) -> list[Ref]:
+    """What an experiment file imports from measuring modules, by (file, name)."""
+    text = experiment.read_text()
+    module = syntax.parsed(text)
+    out = []
+    for node in module.body if module else ():
+        if isinstance(node, __import__("ast").ImportFrom) and node.module and \
+                measuring(node.module):
+            out += [(_file(node.module), alias.name) for alias in node.names]
+    return out
+
+
+def _is_constant(value: Any) -> bool:
+    if isinstance(value, (tuple, list, frozenset, set)):
+        return all(_is_constant(v) for v in value)
+    if isinstance(value, dict):
+        return all(_is_constant(k) and _is_constant(v) for k, v in value.items())
+    return isinstance(value, (bool, int, float, str, type(None)))
+
+
+def _top_name(obj: Any) -> str:
+    return obj.__qualname__.split(".")[0]
+
+
+def _file(module: str) -> str:
+    """The file of a package module, relative to ROOT."""
+    mod = sys.modules.get(module) or _import(module)
+    return Path(mod.__file__).resolve().relative_to(ROOT).as_posix()
+
+
+def _module(path: str) -> str:
+    """The module name of a package file (relative to ROOT)."""
+    dotted = path[:-len(".py")].replace("/", ".")
+    return dotted[:-len(".__init__")] if dotted.endswith(".__init__") else dotted
