@@ -46,7 +46,7 @@ any run:
 """
 from pathlib import Path
 
-from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+from transformer_jax.studies.study import (Comparison, Expectation, Kind, Study, load_config,
                                            study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,17 +70,25 @@ def name(norm: str, depth: int) -> str:
 def expectations(shallow: int, deep: int, at_step) -> tuple[Expectation, ...]:
     when = "at initialization (step 1)" if at_step else "after training"
     post, pre, free = name("post", deep), name("pre", deep), name("no_norm", deep)
+    # Post-LN normalizes the stream after every addition: its RMS is its LayerNorm's gain, 1 at
+    # initialization; at the start, how sums of random branches grow is arithmetic
+    unit = dict(kind=Kind.CHECK, why="Post-LN's stream is a LayerNorm's output: its RMS is the "
+                "norm's gain, 1 at initialization (1.000 in every seed) and ≈ 1 after it")
+    start = dict(kind=Kind.CHECK, why="at initialization the stream's growth is the arithmetic "
+                 "of summed random branches, known before the run") if at_step else {}
     return (
         Expectation(f"{when}, Post-LN's last-layer residual RMS at {deep} layers is at most "
-                    f"{UNIT_HIGH:g}", RMS, post, Comparison.AT_MOST, UNIT_HIGH, at_step=at_step),
+                    f"{UNIT_HIGH:g}", RMS, post, Comparison.AT_MOST, UNIT_HIGH, at_step=at_step,
+                    **unit),
         Expectation(f"{when}, Post-LN's last-layer residual RMS at {deep} layers is at least "
-                    f"{UNIT_LOW:g}", RMS, post, Comparison.AT_LEAST, UNIT_LOW, at_step=at_step),
+                    f"{UNIT_LOW:g}", RMS, post, Comparison.AT_LEAST, UNIT_LOW, at_step=at_step,
+                    **unit),
         Expectation(f"{when}, Pre-LN's last-layer residual RMS grows with depth: {deep} layers "
                     f"over {shallow} at least ×{PRE_GROWS:g}", RMS, pre, Comparison.RATIO,
-                    PRE_GROWS, b=name("pre", shallow), at_step=at_step),
+                    PRE_GROWS, b=name("pre", shallow), at_step=at_step, **start),
         Expectation(f"{when}, no norm grows fastest: its last-layer residual RMS at {deep} "
                     f"layers at least ×{NO_NORM_FASTER:g} Pre-LN's", RMS, free, Comparison.RATIO,
-                    NO_NORM_FASTER, b=pre, at_step=at_step),
+                    NO_NORM_FASTER, b=pre, at_step=at_step, **start),
     )
 
 

@@ -51,7 +51,7 @@ from transformer_jax.studies.analysis import probes, step_profile
 from transformer_jax.studies import report
 from transformer_jax.train import loop as train
 from transformer_jax.model.transformer import Transformer, count_params
-from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+from transformer_jax.studies.study import (Comparison, Expectation, Kind, Study, load_config,
                                            study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,7 +125,9 @@ def get_study(size: str) -> Study:
                         0.05, b=name(1)),
             Expectation(f"h8's train step costs the FLOPs of one head's, within "
                         f"{STEP_FLOPS_WITHIN:.0%}", FLOPS, name(8), Comparison.WITHIN,
-                        STEP_FLOPS_WITHIN, b=name(1), higher_is_better=False),
+                        STEP_FLOPS_WITHIN, b=name(1), higher_is_better=False, kind=Kind.CHECK,
+                        why="arithmetic: h heads of width d/h do the products of one head of "
+                            "width d; XLA's count of the compiled step, the same in every seed"),
         ),
         analyses=(cost_by_heads, head_roles.make_analysis(checks),
                   head_importance.make_analysis("accuracy", knockouts),

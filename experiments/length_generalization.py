@@ -22,10 +22,13 @@ length (Press et al. 2021; Kazemnejad et al. 2023 test NoPE on sorting among oth
 from pathlib import Path
 
 from transformer_jax.studies.analysis.length import accuracy_by_length
-from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+from transformer_jax.studies.study import (Comparison, Expectation, Kind, Study, load_config,
                                            study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
+# The 0.05 thresholds were set after the first design's results (amendment 6ace3a6)
+SET_AFTER = dict(kind=Kind.POST_HOC, why="the task, lengths and the 0.05 threshold were set "
+                 "after the first design's results, against measured gaps of 0.17–0.36 (6ace3a6)")
 SIZES = {  # n: longest training length; symbols >= 4n (no symbol twice in a sequence)
     "tiny": dict(steps=30, d_model=32, n=4, symbols=16),
     "default": dict(steps=400, d_model=64, n=8, symbols=32),
@@ -75,18 +78,25 @@ def get_study(size: str) -> Study:
         metrics=("eval/accuracy", "eval/seq_accuracy", "train/accuracy"),
         expectations=(
             Expectation(f"ALiBi beats learned positions {unseen}",
-                        "eval/accuracy", "alibi", Comparison.BETTER, 0.05, b="learned"),
+                        "eval/accuracy", "alibi", Comparison.BETTER, 0.05, b="learned",
+                        **SET_AFTER),
             Expectation(f"no positions beats learned positions {unseen}",
-                        "eval/accuracy", "none", Comparison.BETTER, 0.05, b="learned"),
+                        "eval/accuracy", "none", Comparison.BETTER, 0.05, b="learned",
+                        **SET_AFTER),
             Expectation(f"ALiBi beats sinusoidal {unseen}",
-                        "eval/accuracy", "alibi", Comparison.BETTER, 0.05, b="sinusoidal"),
+                        "eval/accuracy", "alibi", Comparison.BETTER, 0.05, b="sinusoidal",
+                        **SET_AFTER),
             Expectation(f"no positions beats sinusoidal {unseen}",
-                        "eval/accuracy", "none", Comparison.BETTER, 0.05, b="sinusoidal"),
+                        "eval/accuracy", "none", Comparison.BETTER, 0.05, b="sinusoidal",
+                        **SET_AFTER),
             Expectation(f"ALiBi beats rotary {unseen}",
-                        "eval/accuracy", "alibi", Comparison.BETTER, 0.05, b="rotary"),
+                        "eval/accuracy", "alibi", Comparison.BETTER, 0.05, b="rotary",
+                        **SET_AFTER),
             Expectation("every scheme fits the training lengths: learned positions, the slowest "
                         "to fit, within 5 % of no positions' train accuracy",
-                        "train/accuracy", "learned", Comparison.WITHIN, 0.05, b="none"),
+                        "train/accuracy", "learned", Comparison.WITHIN, 0.05, b="none",
+                        kind=Kind.CHECK, why="that training worked: each scheme fits the lengths "
+                        "it trained on, so the gaps above are about unseen lengths"),
         ),
         analyses=(accuracy_by_length,),
     )

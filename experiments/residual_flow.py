@@ -23,7 +23,7 @@ from pathlib import Path
 
 from transformer_jax.studies.analysis import depth as depth_eval
 from transformer_jax.studies.study import (FLAT_ACCURACY, FLATTENED_ADDED, Comparison,
-                                           Expectation, Study, flattened, load_config,
+                                           Expectation, Kind, Study, flattened, load_config,
                                            study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,17 +76,23 @@ def get_study(size: str) -> Study:
             Expectation(f"at the start, with residuals at {deep} layers, the first layer gets at "
                         f"least {HIGHWAY_AT_START} of the last layer's gradient norm (mean ratio "
                         f"≥ {HIGHWAY_AT_START})", RATIO, name(True, deep), Comparison.AT_LEAST,
-                        HIGHWAY_AT_START, at_step=START),
+                        HIGHWAY_AT_START, at_step=START, kind=Kind.POST_HOC,
+                        why=f"its {HIGHWAY_AT_START} was set after ratios of about 3 had been "
+                            "seen (06bcce4)"),
             Expectation(f"at the start, without residuals at {deep} layers, the first layer's "
                         f"gradient norm is under {FADED} of the last's (mean ratio ≤ {FADED})",
                         RATIO, name(False, deep), Comparison.AT_MOST, FADED, at_step=START),
             Expectation(f"after training, with residuals at {deep} layers, the first layer gets "
                         f"at least {HIGHWAY_AT_END} of the last layer's gradient norm (mean ratio "
                         f"≥ {HIGHWAY_AT_END})", RATIO, name(True, deep), Comparison.AT_LEAST,
-                        HIGHWAY_AT_END),
+                        HIGHWAY_AT_END, kind=Kind.POST_HOC,
+                        why=f"its {HIGHWAY_AT_END} was set after ratios of about 6.5 had been "
+                            "seen (06bcce4)"),
             Expectation(f"after training, without residuals at {deep} layers, the ratio stays "
                         f"under {FADED} (mean ≤ {FADED})", RATIO, name(False, deep),
-                        Comparison.AT_MOST, FADED),
+                        Comparison.AT_MOST, FADED, kind=Kind.CHECK,
+                        why="the 24-layer stack without residuals stays at chance: a network "
+                            "that learns nothing has a first-layer gradient of exactly 0"),
             flattened(name(True, shallow), acc, FLAT_ACCURACY),
             flattened(name(True, deep), acc, FLAT_ACCURACY),
         ),

@@ -57,7 +57,7 @@ sort), × √(64/d_k) at larger widths, so that Adam's step relative to a weight
 """
 from pathlib import Path
 
-from transformer_jax.studies.study import (Comparison, Expectation, Study, load_config,
+from transformer_jax.studies.study import (Comparison, Expectation, Kind, Study, load_config,
                                            study_schedule)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,7 +101,9 @@ def expectations(d_k: int, factor: float) -> tuple[Expectation, ...]:
                     factor, b=scaled, higher_is_better=False, at_step=START),
         Expectation(f"d_k = {d_k}: at the start, attention entropy is lower unscaled (scaled − "
                     f"unscaled ≥ {LOWER_ENTROPY}, layer 0)", ENTROPY, scaled, Comparison.BETTER,
-                    LOWER_ENTROPY, b=unscaled, at_step=START),
+                    LOWER_ENTROPY, b=unscaled, at_step=START, kind=Kind.CHECK,
+                    why="arithmetic at initialization: logits √d_k larger make every softmax "
+                        "row sharper, so its entropy lower"),
         Expectation(f"d_k = {d_k}: scaled reaches higher accuracy than unscaled (≥ {HARM})", acc,
                     scaled, Comparison.BETTER, HARM, b=unscaled),
         Expectation(f"d_k = {d_k}: unscaled with W_q, W_k initialized d_k^(-1/4) smaller "
