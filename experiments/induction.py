@@ -146,6 +146,9 @@ def get_study(size: str) -> Study:
             "group's drop); no threshold moved. Written with the first results seen (1f21e7e: "
             "both expectations held, 2 layers 0.972 vs 1 layer 0.225; single-head knock-outs "
             "≤ 0.12; all four layer-1 heads prefix matchers in every seed)",
+            "ebb101f: the fingerprint holds the code that computes the judged values from this "
+            "commit on (studies/measured_code.py, issue 63): it moved once for every study; no "
+            "design of this study changed",
         ),
     )
 

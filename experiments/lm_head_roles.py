@@ -81,4 +81,9 @@ def get_study(size: str) -> Study:
         suite="circuits",  # alone: see "A suite of its own" above
         analyses=(head_roles.make_analysis(roles),
                   head_importance.make_analysis("loss", by_cause)),
+        amendments=(
+            "ebb101f: the fingerprint holds the code that computes the judged values from this "
+            "commit on (studies/measured_code.py, issue 63): it moved once for every study; no "
+            "design of this study changed",
+        ),
     )

@@ -108,6 +108,9 @@ def get_study(size: str) -> Study:
             "cosine decay) and to the plateau (300 steps, then 100 more up to a cap of 500); "
             "the registered expectations unchanged, judged again at the budget reached; "
             "flattened checks on the three arms without one beside them",
+            "ebb101f: the fingerprint holds the code that computes the judged values from this "
+            "commit on (studies/measured_code.py, issue 63): it moved once for every study; no "
+            "design of this study changed",
         ),
         probes=write_probes,
     )

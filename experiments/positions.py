@@ -73,6 +73,11 @@ def get_study(size: str) -> Study:
             "positions and ≥ 0.1 with each scheme; no threshold moved. The probe's table had "
             "shown 1.2e-6 and 0.88-3.5 on a tiny encoder, and the six accuracy expectations had "
             "held (14a4eba and later runs)",
+            "ebb101f: the fingerprint holds the code that computes the judged values from this "
+            "commit on (studies/measured_code.py, issue 63): it moved once for every study; no "
+            "design of this study changed",
+            "c3185cb: kinds declared after the results (issue 63): each check and post hoc says "
+            "why beside it; no threshold, variant or seed moved",
         ),
         claim="Without positional encoding, attention cannot tell 'dog bites man' from "
               "'man bites dog' (in a bidirectional encoder).",

@@ -104,7 +104,12 @@ def get_study(size: str) -> Study:
                     "expectations, failure rates of at most 0 %, which no seed count can show, "
                     "became 'mean ratio at least 0.5 / 0.2' (the same bounds). Before, both were "
                     "inconclusive with 0 of 3 runs failing; the ratios seen were 2.86, 3.25, 2.79 "
-                    "at the start and 6.47, 6.84, 6.09 after training"),
+                    "at the start and 6.47, 6.84, 6.09 after training",
+                    "ebb101f: the fingerprint holds the code that computes the judged values from "
+                    "this commit on (studies/measured_code.py, issue 63): it moved once for every "
+                    "study; no design of this study changed",
+                    "c3185cb: kinds declared after the results (issue 63): each check and post hoc"
+                    " says why beside it; no threshold, variant or seed moved"),
         probes=functools.partial(depth_eval.write_probes, depth=deep),
         suite="mechanisms",
     )
