@@ -108,7 +108,7 @@ def test_a_planted_change_to_a_committed_result_changes_the_pages(tmp_path):
         r["summary"]["variants"][0]["metrics"]["eval/accuracy"].update(mean=9.876, std=0.054)
 
     def one_fails(r):
-        r["counts"].update(held=2, failed=1, overall="partly holds")
+        r["counts"].update(held=1, failed=1, overall="partly holds")  # of its 2 findings
         r["expectations"][0]["verdict"] = "does not hold"
     _plant(results / f"scaling_{record.FILE}", first_mean)
     _plant(results / f"residuals_{record.FILE}", one_fails)
@@ -120,13 +120,14 @@ def test_a_planted_change_to_a_committed_result_changes_the_pages(tmp_path):
     assert scaling != (RESULTS / "scaling.md").read_text() and "9.876 ± 0.054" in scaling
     assert residuals != (RESULTS / "residuals.md").read_text()
     assert "| does not hold |" in residuals
-    assert "claim partly holds on this run** (2 hold" in residuals
+    assert "claim partly holds on this run** (1 hold" in residuals
     assert "8 finished, 1 diverged." in residuals
     index = (results / pages.INDEX).read_text()
     machine = {name: pages.machine_cell(provenance.read(results / f"{name}_{provenance.FILE}"))
                for name in ("scaling", "residuals")}
-    assert f"| partly holds: 2 of 3 hold, 1 does not | {machine['residuals']} |" in index
-    assert f"| holds: 2 of 2 hold | {machine['scaling']} |" in index  # scaling's, unchanged
+    assert (f"| partly holds: 1 of 2 findings hold, 1 does not · checks 1 of 1 hold | "
+            f"{machine['residuals']} |") in index
+    assert f"| holds: 2 of 2 findings hold | {machine['scaling']} |" in index  # unchanged
     assert "| [positions](../positions.py) | main |" in index  # no results here: not run yet
     assert not (results / "positions.md").exists()
 
@@ -242,7 +243,7 @@ def test_update_readme_needs_the_markers(tmp_path):
     assert readme.read_text() == (f"a\n{pages.HEADLINE_START}\n| study | claim | verdict |\n"
                                   "|---|---|---|\n| [scaling](experiments/results/scaling.md) | "
                                   "Dividing Q·Kᵀ by √d_k keeps softmax out of saturation so "
-                                  "gradients flow. | holds: 2 of 2 hold |\n"
+                                  "gradients flow. | holds: 2 of 2 findings hold |\n"
                                   "| [residuals](experiments/residuals.py) | Residual connections "
                                   "give gradients a highway through deep stacks. | not run yet |\n"
                                   f"{pages.HEADLINE_END}\nb\n")

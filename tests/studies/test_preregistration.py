@@ -66,7 +66,7 @@ def _copy_experiments(tmp_path: Path) -> Path:
 def test_a_threshold_moved_after_the_run_is_found(results_copy):
     experiment = results_copy / "positions.py"
     text = experiment.read_text()
-    planted = '"encoder_none", Comparison.AT_MOST, 0.6)'
+    planted = '"encoder_none", Comparison.AT_MOST, 0.6, **BLIND)'
     assert text.count(planted) == 1
     experiment.write_text(text.replace(planted, planted.replace("0.6", "0.65")))
     problems = preregistration.check_results(results_copy / "results", results_copy, REPO)
@@ -124,7 +124,7 @@ def test_a_design_changed_after_the_run_and_rejudged_is_found(results_copy):
     """Moving a threshold, then re-writing the report (which records today's fingerprint), still
     fails: no commit holds that design, so it was not registered before any results."""
     experiment = results_copy / "positions.py"
-    planted = '"encoder_none", Comparison.AT_MOST, 0.6)'
+    planted = '"encoder_none", Comparison.AT_MOST, 0.6, **BLIND)'
     experiment.write_text(experiment.read_text().replace(planted, planted.replace("0.6", "0.65")))
     record_path = results_copy / "results" / f"positions_{preregistration.FILE}"
     record = json.loads(record_path.read_text())

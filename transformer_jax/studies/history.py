@@ -79,6 +79,7 @@ _BLOBS: dict[str, str] = {}  # blob -> text
 _NAMES: dict[str, frozenset[str]] = {}  # blob -> the *.py names in it
 _DESIGNS: dict[tuple, tuple[str, str]] = {}  # (name, size, (path, blob)s) -> fingerprints
 _PARENTS: dict[str, list[str]] = {}  # commit -> its parents
+_BEFORE: dict[tuple[str, str], bool] = {}  # (first, second) -> first strictly before second
 _MEASURED: dict[tuple, str] = {}  # (refs, their files' blobs) -> the measured code's digest
 
 
@@ -279,5 +280,7 @@ class Repository:
 
     def strictly_before(self, first: str, second: str) -> bool:
         """Whether commit `first` is an ancestor of `second` and not `second` itself."""
-        return first != second and provenance.git(
-            self.repo, "merge-base", "--is-ancestor", first, second) is not None
+        if (first, second) not in _BEFORE:  # commits never change: one git call per pair
+            _BEFORE[(first, second)] = first != second and provenance.git(
+                self.repo, "merge-base", "--is-ancestor", first, second) is not None
+        return _BEFORE[(first, second)]

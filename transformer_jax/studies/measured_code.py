@@ -87,9 +87,14 @@ def digest(found: Iterable[Ref], read: Callable[[str], Optional[str]]) -> str:
 def read_disk(path: str) -> Optional[str]:
     """A file's text under ROOT (None: no such file): today's working tree."""
     try:
-        return (ROOT / path).read_text()
+        return _read(path, (ROOT / path).stat().st_mtime_ns)
     except OSError:
         return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _read(path: str, modified: int) -> str:
+    return (ROOT / path).read_text()  # once per version of the file (`modified`)
 
 
 def _named(module: str, name: str) -> Any:
@@ -199,6 +204,7 @@ def _resolve(name: str, scope: dict, found: dict[Ref, None], seen: set[int]) -> 
     elif _is_constant(value) and measuring(scope.get("__name__", "")):
         _add_name((_file(scope["__name__"]), head), found, seen)
         return
+    value = inspect.unwrap(value) if callable(value) and hasattr(value, "__wrapped__") else value
     if isinstance(value, (types.FunctionType, type)):
         _follow(value, found, seen)
     elif isinstance(value, functools.partial) or dataclasses.is_dataclass(value):
@@ -211,9 +217,11 @@ def _add_name(ref: Ref, found: dict[Ref, None], seen: set[int]) -> None:
     the file imports from another measuring module: followed to where it is defined)."""
     path, name = ref
     text = read_disk(path) or ""
-    if syntax.top_level(text, name) is not None:
+    if syntax.binds(text, name):
         module = sys.modules.get(_module(path))
         value = getattr(module, name, None) if module else None
+        value = inspect.unwrap(value) if callable(value) and hasattr(value, "__wrapped__") \
+            else value
         if isinstance(value, (types.FunctionType, type)):
             _follow(value, found, seen)
         elif measuring(_module(path)) and \

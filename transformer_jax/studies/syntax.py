@@ -40,22 +40,36 @@ def parsed(text: str) -> Optional[ast.Module]:
         return None
 
 
+@functools.lru_cache(maxsize=8192)
 def top_level(text: str, name: str) -> Optional[str]:
     """The dump, docstrings out, of what module source `text` binds to `name` at its top level:
     a function or class definition, or an assignment (None: it binds no such name)."""
+    node = _bindings(text).get(name)
+    return None if node is None else ast.dump(without_docstrings(_copy(node)))
+
+
+def binds(text: str, name: str) -> bool:
+    """Whether module source `text` binds `name` at its top level."""
+    return name in _bindings(text)
+
+
+@functools.lru_cache(maxsize=512)
+def _bindings(text: str) -> dict[str, ast.stmt]:
+    """name -> the first top-level statement of a source text that binds it."""
     module = parsed(text)
+    found: dict[str, ast.stmt] = {}
     for node in module.body if module else ():
-        if _binds(node, name):
-            return ast.dump(without_docstrings(_copy(node)))
-    return None
+        for name in _names_bound(node):
+            found.setdefault(name, node)
+    return found
 
 
-def _binds(node: ast.stmt, name: str) -> bool:
+def _names_bound(node: ast.stmt) -> list[str]:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return node.name == name
+        return [node.name]
     targets = node.targets if isinstance(node, ast.Assign) else \
         [node.target] if isinstance(node, ast.AnnAssign) else []
-    return any(isinstance(t, ast.Name) and t.id == name for t in targets)
+    return [t.id for t in targets if isinstance(t, ast.Name)]
 
 
 def imported_from(text: str, name: str) -> Optional[str]:
@@ -104,15 +118,17 @@ def _functions(text: str) -> dict[tuple[str, int], list[ast.AST]]:
     return found
 
 
-def loaded_names(node: ast.AST) -> list[str]:
-    """The names a piece of code reads, as written: 'name' or 'name.attribute' (one level)."""
+@functools.lru_cache(maxsize=4096)  # a node of a cached tree: read once
+def loaded_names(node: ast.AST) -> tuple[str, ...]:
+    """The names a piece of code reads, as written: 'name' or 'name.attribute' (one level),
+    each once, in order."""
     names = []
     for sub in ast.walk(node):
         if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name):
             names.append(f"{sub.value.id}.{sub.attr}")
         elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
             names.append(sub.id)
-    return names
+    return tuple(dict.fromkeys(names))
 
 
 def dump(node: ast.AST, strings: bool = True, name: bool = True) -> str:

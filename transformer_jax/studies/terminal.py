@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence, TextIO
 
 from transformer_jax.train.cli import LOG_FILE
 from transformer_jax.train.terminal import duration, tensorboard_executable
-from transformer_jax.studies.study import Kind, Study
+from transformer_jax.studies.study import KIND_WORDS, Kind, Study
 from transformer_jax.studies import board
 from transformer_jax.studies import record as record_lib
 from transformer_jax.studies import verdict_text
@@ -286,8 +286,9 @@ class JobProgress:
         verdict = read_verdict(root / record_lib.FILE)
         self.verdicts[name] = verdict
         self.print(f"  {name}: {verdict.overall or 'verdict written'}")
-        for word, text in verdict.expectations:
-            self.print(f"    {word.split(':')[0]:<14} {text}")
+        for word, text, kind in verdict.expectations:
+            shown = "" if kind == Kind.FINDING.value else f" ({KIND_WORDS[Kind(kind)]})"
+            self.print(f"    {word.split(':')[0]:<14} {text}{shown}")
         self.print(f"    -> {root / 'verdict.md'}")
 
     def tick(self) -> None:
