@@ -18,6 +18,7 @@ import pytest
 import fast_lane
 import fork_server
 import helpers_train
+import conftest
 from conftest import tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,6 +111,26 @@ def test_the_guard_sees_a_process_started_from_the_test_itself():
     with pytest.raises(fast_lane.StartedAProcess, match="mark it @pytest.mark.slow"):
         fast_lane.fail_if_started("tests/x.py::test_y", started)
     assert subprocess.Popen.__init__.__module__ == "subprocess"  # put back as it was
+
+
+def test_conftest_fails_a_test_in_the_lane_that_starts_a_process_and_no_slow_one():
+    """conftest's wrapper of each test's setup and call, as pytest drives it."""
+    def item(slow: bool):
+        return types.SimpleNamespace(
+            nodeid="tests/x.py::test_y", stash={}, config=types.SimpleNamespace(
+                getoption=lambda name: False),
+            get_closest_marker=lambda name: (name == "slow" and slow) or None)
+
+    for slow in (False, True):
+        phase = conftest._in_the_fast_lane(item(slow))
+        next(phase)  # the test runs here
+        subprocess.run(["true"], check=True)
+        if slow:
+            with pytest.raises(StopIteration):
+                phase.send(None)
+        else:
+            with pytest.raises(fast_lane.StartedAProcess, match=r"tests/x.py::test_y started"):
+                phase.send(None)
 
 
 # --- Every module of the package has a fast test ---------------------------------------------
