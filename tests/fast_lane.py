@@ -86,15 +86,13 @@ def _followed(obj) -> bool:
 def _names_used(function) -> list:
     """The objects that `function`'s body names (globals, closure variables, what it imports, and
     their dotted attributes), as far as they resolve without running anything but getattr."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    except (OSError, TypeError, SyntaxError):
+    tree = _body(function)
+    if tree is None:
         return []
     scope = dict(function.__globals__)
     for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()):
         with contextlib.suppress(ValueError):
             scope[name] = cell.cell_contents
-    tree = _without_decorators(tree)
     scope.update(_imported_inside(tree))
     found, inner = [], set()
     for node in ast.walk(tree):  # outer nodes first: an Attribute before the chain inside it
@@ -109,8 +107,14 @@ def _names_used(function) -> list:
     return found
 
 
-def _without_decorators(tree):
-    """The body, not what decorates it: `@pytest.mark.parametrize` may name anything."""
+@functools.lru_cache(maxsize=None)
+def _body(function):
+    """A function's parsed source without what decorates it (`@pytest.mark.parametrize` may name
+    anything); None where there is no source. Parsed once per function (tests share fixtures)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return None
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             node.decorator_list = []
@@ -221,15 +225,16 @@ def _fixture_functions(item) -> list:
             if name not in NOT_FOLLOWED_FIXTURES and _followed(inspect.unwrap(d.func))]
 
 
-def _requested_by_name(function) -> list[str]:
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(function))))
-    except (OSError, TypeError, SyntaxError):
-        return []
-    return [node.args[0].value for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "getfixturevalue" and node.args
-            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)]
+@functools.lru_cache(maxsize=None)
+def _requested_by_name(function) -> tuple[str, ...]:
+    tree = _body(inspect.unwrap(function))
+    if tree is None:
+        return ()
+    return tuple(node.args[0].value for node in ast.walk(tree)
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                 and node.func.attr == "getfixturevalue" and node.args
+                 and isinstance(node.args[0], ast.Constant)
+                 and isinstance(node.args[0].value, str))
 
 
 # --- The guard: an unmarked test that starts a process anyway fails --------------------------
