@@ -1,6 +1,7 @@
 """Small shared helpers for the test suite (everything float32, tiny shapes, CPU)."""
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -23,6 +24,7 @@ def _fast_compile_xla_flags() -> str:
 if "XLA_FLAGS" not in os.environ:
     os.environ["XLA_FLAGS"] = _fast_compile_xla_flags()
 
+import fast_lane  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest
 from hypothesis import settings  # noqa: E402
@@ -196,6 +198,9 @@ def pytest_addoption(parser):
     parser.addoption("--store-durations", action="store_true",
                      help="write each test file's duration in this run into tests/durations.json "
                           "(the order scripts/test.sh's workers take the files in)")
+    parser.addoption("--store-fast-lane-modules", action="store_true",
+                     help="write which package modules each test of this run exercises into "
+                          "tests/fast_lane_modules.json (run with --fast: docs/testing.md)")
 
 
 def pytest_configure(config):
@@ -215,11 +220,15 @@ def _longest_files_first(items) -> None:
 
 
 _MEASURED: dict = {}  # file -> seconds in this run (--store-durations)
+_EXERCISED: dict = {}  # test -> package modules whose code it ran (--store-fast-lane-modules)
 
 
 def pytest_runtest_logreport(report):  # under xdist, the controller gets every worker's reports
     file = report.nodeid.split("::")[0]
     _MEASURED[file] = _MEASURED.get(file, 0.0) + report.duration
+    for key, value in report.user_properties:
+        if key == "package_modules":
+            _EXERCISED.setdefault(report.nodeid, set()).update(value)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -231,6 +240,8 @@ def pytest_sessionfinish(session, exitstatus):
         existing = [str(p.relative_to(root)) for p in (root / "tests").rglob("test_*.py")]
         file_order.write_durations(file_order.merged(file_order.read_durations(), _MEASURED,
                                                      existing))
+    if config.getoption("--store-fast-lane-modules") and not hasattr(config, "workerinput"):
+        fast_lane.write_exercised(_EXERCISED)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -252,3 +263,50 @@ def _background_runs(tmp_path_factory, tj_data_dir):
 # known, harmless message. Only that one is ignored; any other unraisable exception still shows.
 ORBAX_LATE_CLOSE = pytest.mark.filterwarnings(
     r"ignore:(?s).*Event loop is closed:pytest.PytestUnraisableExceptionWarning")
+
+
+# --- The fast lane (tests/fast_lane.py) ----------------------------------------------------------
+
+_PROCESS_FINDER = fast_lane.ProcessFinder()
+
+
+def pytest_itemcollected(item):  # before any -m deselects: `-m "not slow"` sees this mark
+    if not item.get_closest_marker("slow") and fast_lane.starts_process(item, _PROCESS_FINDER):
+        item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _in_the_fast_lane(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield from _in_the_fast_lane(item)
+    if item.config.getoption("--store-fast-lane-modules"):  # setup's and the call's, reported
+        item.user_properties.append(("package_modules", sorted(item.stash.get(_RAN, set()))))
+    return result
+
+
+def _in_the_fast_lane(item):
+    """A test in the fast lane that starts a process anyway, in its fixtures or itself, fails
+    (tests/fast_lane.py)."""
+    if item.get_closest_marker("slow"):
+        return (yield)
+    with fast_lane.watching_processes() as started, _recording(item):
+        result = yield
+    fast_lane.fail_if_started(item.nodeid, started)
+    return result
+
+
+_RAN = pytest.StashKey[set]()
+
+
+@contextlib.contextmanager
+def _recording(item):
+    if not item.config.getoption("--store-fast-lane-modules"):
+        yield
+        return
+    with fast_lane.recording_package_code() as files:
+        yield
+    item.stash.setdefault(_RAN, set()).update(files)

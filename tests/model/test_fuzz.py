@@ -7,6 +7,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -23,6 +24,7 @@ SETTINGS = settings(max_examples=25, deadline=None,
        heads=st.integers(1, 4), head_dim=st.integers(1, 16), seed=st.integers(0, 2 ** 16),
        use_mask=st.booleans(), use_bias=st.booleans(),
        scale=st.one_of(st.none(), st.floats(0.01, 4.0)))
+@pytest.mark.slow  # compiles many random shapes, seconds (tests/fast_lane.py)
 def test_attention_on_random_shapes_and_masks(batch, q_len, kv_len, heads, head_dim, seed,
                                               use_mask, use_bias, scale):
     rng = np.random.default_rng(seed)
@@ -71,6 +73,7 @@ FIELD_VALUES = {
 @SETTINGS
 @given(fields=st.fixed_dictionaries({}, optional=FIELD_VALUES), length=st.integers(1, 8),
        seed=st.integers(0, 1000))
+@pytest.mark.slow  # compiles many random shapes, seconds (tests/fast_lane.py)
 def test_model_config_combinations_build_or_fail_clearly(fields, length, seed):
     try:
         cfg = ModelConfig.from_config(fields, vocab_size=11, num_outputs=11 if

@@ -5,6 +5,7 @@ import pathlib
 import re
 
 import numpy as np
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HEADING = "## Use the modules"
@@ -21,6 +22,7 @@ def readme_example() -> str:
     return match.group(1)
 
 
+@pytest.mark.slow  # the README example, seconds (tests/fast_lane.py)
 def test_readme_usage_example_runs(capsys):
     namespace: dict = {"__name__": "readme_example"}
     exec(compile(readme_example(), "README.md:Use the modules", "exec"), namespace)

@@ -134,6 +134,7 @@ def tiny_training():
         fresh=fresh, step_fn=steps.make_train_step(graphdef, model, tx, schedule))
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_multi_step_trains_exactly_like_single_steps(tiny_training):
     import jax
 
@@ -193,6 +194,7 @@ def test_multi_step_trains_exactly_like_single_steps(tiny_training):
                                    atol=1e-6, err_msg=name)
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_microbatches_make_the_update_of_one_batch(tiny_training):
     """train.microbatches=2 and 3: independent passes over slices of the batch, combined by
     weight, give one pass's loss, metrics and parameters (uneven weights, an empty row)."""

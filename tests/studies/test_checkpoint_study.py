@@ -102,6 +102,7 @@ def test_sentences_of_a_play(tmp_path):
     assert all(sorted(a[:-1].split()) == sorted(b[:-1].split()) and a != b for a, b in pairs)
 
 
+@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
 def test_evaluation_study_end_to_end(tmp_path, monkeypatch):
     text = tmp_path / "text.txt"
     text.write_text(" ".join(f"The {a} {v} the {b} near the old {c}." for a, v, b, c in zip(

@@ -106,6 +106,7 @@ def test_a_variant_not_named_by_depth_is_an_error(tmp_path):
         depth_eval.by_depth({("pre_res", 0): {"status": {}, "curves": {}}})
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_probe_shows_no_residual_collapsing_faster_than_pre_ln(tmp_path):
     text = depth_eval.write_probes(tmp_path, depth=3)
     rows = {l.split(" | ")[0].strip("| "): [float(x) for x in l.strip(" |").split(" | ")[1:]]

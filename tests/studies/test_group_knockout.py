@@ -95,6 +95,7 @@ def test_a_group_knocked_out_is_the_model_with_its_rows_of_w_o_zeroed(restored):
     assert np.abs(masked - wrong).max() > 1e-3
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_every_reported_importance_is_the_drop_of_exactly_that_head(restored, tmp_path):
     values = head_importance.knockout_values(restored, "loss")
     importance = head_importance.drops(values, LAYERS, HEADS, "loss")

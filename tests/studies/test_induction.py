@@ -54,6 +54,7 @@ def test_the_checks_read_the_right_heads():
     assert induction.top_ratio(importance) == pytest.approx(3.0)
 
 
+@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
 def test_every_analysis_on_a_tiny_finished_study(tmp_path):
     study = load_study(EXPERIMENT, "tiny")
     study.base.unlock()

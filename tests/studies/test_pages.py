@@ -74,6 +74,7 @@ def _readme_with_markers(tmp_path: Path) -> tuple[Path, str]:
     return readme, ""
 
 
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_committed_pages_are_what_the_code_writes_from_the_committed_results(tmp_path):
     """Byte for byte, from the JSON records alone (no verdict.md or summary.md is copied)."""
     results = _copy_results(tmp_path)
@@ -101,6 +102,7 @@ def _plant(path: Path, change) -> None:
     record.write(path, found)
 
 
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_a_planted_change_to_a_committed_result_changes_the_pages(tmp_path):
     results = _copy_results(tmp_path, ["scaling", "residuals"])
 
@@ -153,6 +155,7 @@ def test_pages_without_provenance_say_so():
             assert f"no {name}_{provenance.FILE} beside them" in text
 
 
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_a_page_shows_the_recorded_provenance(tmp_path):
     results = _copy_results(tmp_path, ["scaling"])
     record = provenance.describe(
@@ -284,6 +287,7 @@ def test_a_results_file_not_written_by_the_sweep_is_named(tmp_path):
         pages.write_results(results)
 
 
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_a_reworded_claim_shows_today_and_the_one_the_results_were_produced_with(tmp_path):
     results = _copy_results(tmp_path, ["scaling"])
     today = (RESULTS / "scaling.md").read_text()
@@ -308,6 +312,7 @@ def test_the_committed_verdict_and_summary_markdown_render_from_the_records():
                                       else record.FULL_PRECISION), name
 
 
+@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
 def test_a_sweep_writes_provenance_and_pages_beside_its_report(tmp_path):
     """Runs that already ended (status files only): the sweep trains nothing and reports."""
     first, second = (tiny_study(tmp_path / "data", seeds=(0, 1)) for _ in range(2))

@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS, EXPERIMENTS = REPO / "experiments" / "results", REPO / "experiments"
 
 
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_every_committed_verdict_was_judged_with_todays_design():
     assert preregistration.check_results(RESULTS, EXPERIMENTS, REPO) == []
 
@@ -63,6 +64,7 @@ def _copy_experiments(tmp_path: Path) -> Path:
     return tmp_path / "experiments"
 
 
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_a_threshold_moved_after_the_run_is_found(results_copy):
     experiment = results_copy / "positions.py"
     text = experiment.read_text()
@@ -73,6 +75,7 @@ def test_a_threshold_moved_after_the_run_is_found(results_copy):
     assert [p for p in problems if p.startswith("positions: judged with fingerprint")]
 
 
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_a_verdict_without_its_record_is_found(results_copy):
     results = results_copy / "results"
     (results / f"scaling_{preregistration.FILE}").unlink()
@@ -80,6 +83,7 @@ def test_a_verdict_without_its_record_is_found(results_copy):
     assert any(p.startswith("scaling: no scaling_preregistration.json") for p in problems)
 
 
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_every_study_names_each_move_of_its_design_after_its_first_results():
     """The history rule (docs/verdicts.md) on this repository's history, with today's designs;
     the scratch-repository cases are in test_preregistration_history.py."""
@@ -99,6 +103,7 @@ def _committed_studies() -> list[tuple[str, str]]:
             for n in names]
 
 
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_the_page_shows_the_fingerprint_and_both_commits(tmp_path):
     from transformer_jax.studies import pages, provenance
 
@@ -120,6 +125,7 @@ def test_the_page_shows_the_fingerprint_and_both_commits(tmp_path):
     assert "- fa0d73b: 'encoder with ALiBi beats no positions" in page  # the amendment
 
 
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_a_design_changed_after_the_run_and_rejudged_is_found(results_copy):
     """Moving a threshold, then re-writing the report (which records today's fingerprint), still
     fails: no commit holds that design, so it was not registered before any results."""
@@ -136,6 +142,7 @@ def test_a_design_changed_after_the_run_and_rejudged_is_found(results_copy):
     assert not [p for p in problems if p.startswith("positions: judged with fingerprint")]
 
 
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_every_page_shows_its_design_commit_first_results_commit_and_amendments():
     from transformer_jax.studies import pages
 

@@ -62,6 +62,7 @@ def test_a_changed_verdict_is_listed():
     assert rejudge.changes(new, new) == []
 
 
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_the_command_rewrites_a_results_directory(tmp_path):
     for folder in ("experiments", "configs"):
         shutil.copytree(REPO / folder, tmp_path / folder,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 
 from helpers_train import tiny_config
@@ -22,6 +23,7 @@ def _restored(seeds=(0, 1)) -> Restored:
                     params=jax.tree.map(lambda *xs: jnp.stack(xs), *[p for _, p in inits]))
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_the_exact_gradient_is_the_training_losss_and_the_rounded_one_is_near_it():
     restored = _restored((0,))
     run, params = restored.run, jax.tree.map(lambda x: x[0], restored.params)

@@ -40,6 +40,7 @@ def test_score_scale_variance_grows_with_d_k_and_scaling_restores_it():
     assert rows[1][3] > rows[0][3]  # the larger d_k, the more saturated without the scale
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_grad_norm_by_depth_equals_the_gradient_by_hand():
     by_depth = probes.grad_norm_by_depth(depths=(2,))
     assert set(by_depth) == {"post", "pre"} and set(by_depth["pre"]) == {2}

@@ -17,6 +17,7 @@ from transformer_jax import train
 from transformer_jax.model.transformer import attention_mask
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_final_evaluation_reads_the_whole_eval_split(tmp_path, tj_data_dir):
     """One batch per periodic evaluation, then the final one on all of the split: its numbers
     equal a run's that evaluates everything every time, and an independent evaluation of the

@@ -26,6 +26,7 @@ def extended(tmp_path_factory, tj_data_dir):
     return config, workdir, first, second
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_extend_continues_a_finished_run(extended):
     from transformer_jax.train import summaries
     from transformer_jax.train import workdir as workdir_lib
@@ -43,6 +44,7 @@ def test_extend_continues_a_finished_run(extended):
     assert history[0]["change"] == {"train.num_steps": [20, 30]}
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_extend_recomputes_the_schedule_and_says_where(extended):
     """The LR before step 20 is the 20-step schedule's, from there on the 30-step one's."""
     import optax
@@ -72,6 +74,7 @@ def test_extend_recomputes_the_schedule_and_says_where(extended):
     assert b"train.num_steps" in marker.tensor_proto.string_val[0]
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_other_changes_are_still_refused(extended, tmp_path):
     from transformer_jax import train
     from transformer_jax.train.workdir import WorkdirError
@@ -105,6 +108,7 @@ def test_main_extend_flag(extended, tmp_path):
 
 
 @pytest.mark.usefixtures("compilation_cache")  # three trainings of one program: compiled once
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_a_constant_schedule_extended_is_the_run_trained_straight(tmp_path, tj_data_dir):
     """train.schedule="constant" (what a plateau budget extends): trained to 6 steps and
     extended to 12, a run ends with the params, optimizer state and final evaluation of the run

@@ -189,6 +189,7 @@ def test_corrupt_newest_checkpoint_falls_back(tmp_path, tj_data_dir, killed_then
     assert_trees_equal(restore_newest(workdir, _config(tj_data_dir))[1], ref_state)
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_checkpoint_retention_is_bounded(reference):
     workdir, _ = reference
     assert FAULT_OVERRIDES["train.keep_checkpoints"] == 2
@@ -197,6 +198,7 @@ def test_checkpoint_retention_is_bounded(reference):
     assert not [e for e in entries if "tmp" in e], entries
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_memory_stays_flat(tmp_path, tj_data_dir, monkeypatch):
     """250 tiny steps, logging every step: the process's RSS after step 100 grows by < 30 MB."""
     import psutil

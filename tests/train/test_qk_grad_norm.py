@@ -45,6 +45,7 @@ def check(logged, direct) -> None:
     np.testing.assert_allclose(np.asarray(logged, np.float64), direct, rtol=RTOL)
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_logged_qk_gradient_norm_is_jax_grad_of_the_loss_layer_by_layer(tmp_path, tj_data_dir):
     config = _config(tj_data_dir)
     train.train_and_evaluate(config, str(tmp_path))
@@ -56,6 +57,7 @@ def test_logged_qk_gradient_norm_is_jax_grad_of_the_loss_layer_by_layer(tmp_path
     assert f"layers/qk_grad_norm/layer_{LAYERS:02d}" not in scalars
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_a_planted_bug_reading_the_value_projection_fails_the_check(tj_data_dir, monkeypatch):
     """The train step's own diagnostic (the value the trainer logs) with QK_KERNELS pointed at
     W_v: the comparison above rejects it."""

@@ -66,6 +66,7 @@ def step_metrics(run, microbatches: int = 1) -> dict:
     return step(jax.tree.map(np.array, state), _first_batch(run), jax.random.key(0))[1]
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_logged_residual_rms_is_the_stream_after_each_layer(tmp_path, tj_data_dir):
     config = _config(tj_data_dir)
     train.train_and_evaluate(config, str(tmp_path))
@@ -82,6 +83,7 @@ def test_logged_residual_rms_is_the_stream_after_each_layer(tmp_path, tj_data_di
     assert f"layers/residual_rms/layer_{LAYERS:02d}" not in scalars
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_a_planted_bug_counting_padded_positions_fails_the_check(tj_data_dir, monkeypatch):
     run = train.build_run(_config(tj_data_dir))
     after, _ = direct_rms(run)
@@ -92,6 +94,7 @@ def test_a_planted_bug_counting_padded_positions_fails_the_check(tj_data_dir, mo
         check(step_metrics(run)["residual_rms"], after)
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_microbatches_combine_to_the_whole_batch(tj_data_dir):
     """Two microbatches with different numbers of real tokens: their RMS combined by
     `steps.combine_rms` is the whole batch's."""

@@ -213,6 +213,7 @@ def test_divergence_stops_the_run(tmp_path, tj_data_dir):
     assert again.stdout.splitlines()[0] == f"already diverged at step {step}; nothing to do"
 
 
+@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
 def test_diverging_variant_does_not_stop_a_sweep(tmp_path, tj_data_dir):
     import csv
 
@@ -233,6 +234,7 @@ def test_diverging_variant_does_not_stop_a_sweep(tmp_path, tj_data_dir):
     assert np.isfinite(float(rows["fine"]["eval/loss"]))
 
 
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_steps_per_call_trains_like_one_step_per_call(tmp_path, tj_data_dir, straight_run):
     """train.steps_per_call=4: calls of 4 steps (and of 1 up to each log/eval/checkpoint step)
     give the curves, evaluations and checkpoints of one step per call, to float rounding."""
@@ -277,6 +279,7 @@ def test_divergence_inside_a_multi_step_call_is_found_at_its_step(tmp_path, tj_d
 
 
 @pytest.mark.parametrize("norm_type", ["LAYERNORM", "BATCHNORM"])
+@pytest.mark.slow  # trains in-process for seconds (tests/fast_lane.py)
 def test_stacked_initial_states_equal_each_seed_alone(norm_type):
     """init_states (one vmapped program for every replica) gives, per seed, exactly
     init_model's parameters, tx.init of them and step 0; replica j of it is take_replica's.
