@@ -219,6 +219,7 @@ def load_tokenizer(directory: Path, max_len: int):
 def load_bert(directory: str | Path) -> tuple[Transformer, Any]:
     """(model, tokenizer) from a BERT-family directory; one-line PretrainedError naming the
     file that is missing or malformed."""
+    require_packages()  # before any file is read: a missing extra is the first thing to fix
     directory = Path(directory)
     if not directory.is_dir():
         raise PretrainedError(f"{directory}: not a directory (a BERT-family checkpoint directory)")
