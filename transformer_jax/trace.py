@@ -16,6 +16,8 @@ from transformer_jax.explain import trace
 from transformer_jax.explain.trace import main, parse_flags
 
 if __name__ == "__main__":
+    # absl's --help prints __main__'s docstring (None under python -OO)
+    __doc__ = (__doc__ or "") + trace.vocabulary_help()  # noqa: A001
     flags.adopt_module_key_flags(trace)  # --help lists the flags defined beside the trace
     logging.set_verbosity(logging.WARNING)  # no INFO lines (JAX's backend probing) in the trace
     app.run(main, flags_parser=parse_flags)

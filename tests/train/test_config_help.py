@@ -3,6 +3,8 @@ file's defaults and one-line descriptions read from the typed dataclasses, and e
 `--show_config` prints the resolved config and exits 0 without a workdir."""
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 from pathlib import Path
 
@@ -33,6 +35,33 @@ def test_a_description_continues_on_the_comment_lines_below_its_field():
     assert config_help.field_comments(ModelConfig)["causal_mask"].endswith(
         "(it sees the future); evaluation masks whatever this says, as generation must")
     assert "repeat (decoder only" in config_help.field_comments(DataConfig)["task"]
+
+
+@dataclasses.dataclass
+class Grouped:
+    """Two groups of fields, the second under a heading right below the first's last field."""
+    width: int = 8  # the first field's description (which goes on
+    # below its line, in lower case)
+    # A heading: what the next fields are for. Not part of `width`'s description.
+    depth: int = 2  # the second field
+
+
+def test_a_description_stops_at_the_next_groups_heading():
+    notes = config_help.field_comments(Grouped)
+    assert notes == {"width": "the first field's description (which goes on below its line, in "
+                              "lower case)", "depth": "the second field"}
+    assert config_help.field_comments(ModelConfig)["dense_matmul"].endswith(
+        "summed in float32; everything else in dtype)")
+
+
+@pytest.mark.parametrize("cls", config_help.SECTIONS.values(), ids=lambda c: c.__name__)
+def test_no_description_runs_into_a_heading_comment(cls):
+    """A comment-only line that starts a sentence heads the fields below it: whichever field
+    precedes it, its text is in no field's description."""
+    headings = [line.strip().lstrip("#").strip() for line in inspect.getsource(cls).splitlines()
+                if line.strip().startswith("#") and line.strip().lstrip("#").strip()[:1].isupper()]
+    for field, note in config_help.field_comments(cls).items():
+        assert not any(h in note for h in headings), (field, note)
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)

@@ -87,8 +87,13 @@ def test_other_changes_are_still_refused(extended, tmp_path):
         train.train_and_evaluate(changed, str(workdir), extend_to=40)
     longer = tiny_config(SYNTHETIC, overrides={"data.data_dir": config.data.data_dir,
                                                "train.num_steps": 40, **OVERRIDES})
-    with pytest.raises(WorkdirError, match="train.num_steps: 30 -> 40"):  # without --extend_to
-        train.train_and_evaluate(longer, str(workdir))
+    with pytest.raises(WorkdirError, match="train.num_steps: 30 -> 40") as refused:
+        train.train_and_evaluate(longer, str(workdir))  # without --extend_to: it names the flag
+    assert "to resume it (--extend_to=40 in place of train.num_steps=40 trains it on to 40 " \
+           "steps), or choose a new --workdir" in str(refused.value)
+    with pytest.raises(WorkdirError) as refused:  # learning rate changed: no flag to name
+        train.train_and_evaluate(changed, str(workdir))
+    assert "extend_to" not in str(refused.value)
     with pytest.raises(WorkdirError, match="--extend_to=25 must exceed the run's train.num_steps=30"):
         train.train_and_evaluate(config, str(workdir), extend_to=25)
     with pytest.raises(WorkdirError, match="holds none"):

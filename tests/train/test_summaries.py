@@ -65,7 +65,7 @@ def test_a_study_run_is_a_trial_named_by_its_run(tmp_path):
     """In the sweep's layout (<study root>/<variant>/seed_<n>, the root's config.json naming the
     study) the HParams trial is named 'study/variant/seed_n' and study and variant are hparams
     that TensorBoard puts first (marked as differing); elsewhere the trial is the directory."""
-    from tensorboard.plugins.hparams import metadata
+    from tensorboard.plugins.hparams import backend_context, metadata
 
     (tmp_path / "config.json").write_text('{"study": "norms", "runs": [["pre", 1]]}')
     run = tmp_path / "pre" / "seed_1"
@@ -87,8 +87,14 @@ def test_a_study_run_is_a_trial_named_by_its_run(tmp_path):
     start = metadata.parse_session_start_info_plugin_data(content[metadata.SESSION_START_INFO_TAG])
     assert start.group_name == "norms/pre/seed_1"
     experiment = metadata.parse_experiment_plugin_data(content[metadata.EXPERIMENT_TAG])
-    assert {h.name for h in experiment.hparam_infos if h.differs} == {"study", "variant", "seed",
-                                                                      "model.norm"}
+    assert {h.display_name for h in experiment.hparam_infos if h.differs} == {
+        "study", "variant", "seed", "model.norm"}
+    # the columns in TensorBoard's own order (differing first, then by name; the first five
+    # shown): variant first, though 'model.norm' < 'seed' < 'study' < 'variant'
+    backend_context._sort_and_reduce_to_hparams_limit(experiment)
+    assert [h.display_name for h in experiment.hparam_infos] == [
+        "variant", "seed", "study", "model.norm", "data.task"]
+    assert [h.name for h in experiment.hparam_infos][:3] == ["0:variant", "1:seed", "2:study"]
 
 
 def test_purge_step_drops_events_of_interrupted_process(tmp_path):

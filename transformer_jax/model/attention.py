@@ -30,6 +30,7 @@ def attention_logits(query: Array, key: Array, *, mask: Optional[Array] = None,
     Returns float32 logits [batch, heads, q_len, kv_len] (softmax runs in float32 whatever the
     compute dtype: bfloat16 logits lose the small differences that decide the weights).
     """
+    check_mask_and_bias(mask, bias, query, key)
     head_dim = query.shape[-1]
     scale = head_dim ** -0.5 if scale is None else scale  # None: the paper's 1/√d_k
     logits = jnp.einsum("bqhd,bkhd->bhqk", query, key,
@@ -64,6 +65,34 @@ def check_qkv(query: Array, key: Array, value: Array) -> None:
                          f"given {given}")
 
 
+def check_mask_and_bias(mask: Optional[Array], bias: Optional[Array], query: Array,
+                        key: Array) -> None:
+    """One line when the mask is not boolean or either does not broadcast to the logits
+    [batch, heads, q_len, kv_len]. Why refuse a float mask: `where(mask, ...)` reads any nonzero
+    as True, so an additive mask (0 = attend, -inf = blocked, as PyTorch and Hugging Face write
+    it) would silently attend only where it blocks. Dtypes and shapes are static: checked while
+    tracing, so a jitted call pays nothing."""
+    for name, array in (("mask", mask), ("bias", bias)):
+        if array is None:
+            continue
+        logits_shape = _logits_shape(query, key)
+        expected = f"[batch, heads, q_len, kv_len] = {list(logits_shape)}"
+        dtype, shape = jnp.result_type(array), jnp.shape(array)
+        if name == "mask" and dtype != jnp.bool_:
+            raise ValueError(f"mask: {dtype} {list(shape)}; attention takes a boolean mask (True "
+                             f"= may attend) broadcastable to {expected}; an additive mask "
+                             f"(0 / -inf) goes in bias=")
+        if not _broadcasts_to(shape, logits_shape):
+            raise ValueError(f"{name}: shape {list(shape)} ({dtype}) does not broadcast to the "
+                             f"logits' {expected}")
+
+
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether an array of `shape` broadcasts to `target` (numpy's rules, `target` unchanged)."""
+    return len(shape) <= len(target) and all(
+        s in (1, t) for s, t in zip(shape[::-1], target[::-1]))
+
+
 def scaled_dot_product_attention(query: Array, key: Array, value: Array, *,
                                  mask: Optional[Array] = None, bias: Optional[Array] = None,
                                  scale: Optional[float] = None) -> tuple[Array, Array]:
@@ -71,8 +100,10 @@ def scaled_dot_product_attention(query: Array, key: Array, value: Array, *,
 
     Args:
       query: [batch, q_len, heads, head_dim]; key, value: [batch, kv_len, heads, head_dim].
-      mask: boolean, broadcastable to [batch, heads, q_len, kv_len]; True = may attend.
-      bias: added to the logits (e.g. ALiBi), broadcastable like `mask`.
+      mask: boolean, broadcastable to [batch, heads, q_len, kv_len]; True = may attend. Any
+        other dtype or shape is a one-line ValueError (`check_mask_and_bias`).
+      bias: added to the logits (e.g. ALiBi, or an additive 0 / -inf mask), broadcastable like
+        `mask`.
       scale: multiplies Q·Kᵀ; None means 1/√head_dim, a float is used as given (1.0 = unscaled).
     A row whose keys are all masked gets uniform weights, as in `jax.nn.dot_product_attention`.
     """
@@ -104,6 +135,7 @@ def fused_attention(query: Array, key: Array, value: Array, *, mask: Optional[Ar
     first) mask without a dense mask: cuDNN then skips the masked blocks instead of reading one.
     They combine with `mask` if both are given.
     """
+    check_mask_and_bias(mask, bias, query, key)
     implementation = implementation or fused_kernel(query.dtype, query.shape[-1])
     scale = query.shape[-1] ** -0.5 if scale is None else scale
     if bias is not None:

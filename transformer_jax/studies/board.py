@@ -32,6 +32,10 @@ from transformer_jax.train import summaries
 from transformer_jax.train.workdir import flatten, write_json_atomic
 
 COMPARE_DIR = "compare"  # <study root>/compare/<variant>: the comparison runs
+# A metric under probe/ is a step-0 probe (analysis/permutation.py: the run's model at
+# initialization). The report files an analysis's value at its run's last step (report.add_measured:
+# its final value is the value); its card draws it where it was measured, at step 0.
+AT_INITIALIZATION = "probe/"
 GROUP = "Compare"  # the comparison cards' section in Time Series: capitalised, so it is first
 
 
@@ -87,12 +91,20 @@ def comparison_curves(study, runs: Mapping[tuple[str, int], dict]) -> dict[str, 
         means = {}
         for variant in study.variants:
             steps, values = plots.seed_curves(runs, variant, study.seeds, metric)
+            if steps and metric.startswith(AT_INITIALIZATION):
+                steps, values = [0], _last_values(values)
             if steps:
                 means[variant] = (steps, plots.seed_band(values, metric)[0])
         log = plots.wants_log_scale(metric, [m for _, m in means.values()])
         cards[card_tag(study.name, metric, log)] = {
             v: (steps, np.log10(mean) if log else mean) for v, (steps, mean) in means.items()}
     return cards
+
+
+def _last_values(values: np.ndarray) -> np.ndarray:
+    """[seeds, steps] -> [seeds, 1]: each seed's last finite value (nan where it has none)."""
+    last = [row[np.isfinite(row)][-1] if np.isfinite(row).any() else np.nan for row in values]
+    return np.asarray(last, float)[:, None]
 
 
 def layout(study_name: str, tags: Sequence[str]) -> layout_pb2.Layout:

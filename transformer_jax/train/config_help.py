@@ -32,7 +32,10 @@ TOP_LEVEL = {"seed": "parameters, dropout and data order all derive from it"}  #
 @functools.cache
 def field_comments(cls: type) -> dict[str, str]:
     """{field: its comment} of a dataclass: the comment on the field's line(s), joined with the
-    comment-only lines right below it (a description too long for one line continues there)."""
+    comment-only lines right below it (a description too long for one line continues there). A
+    comment line that starts a sentence (a capital letter) is not a continuation but the next
+    group's heading (`# What a BERT-family checkpoint needs ...` below model.dense_matmul), and
+    ends the description."""
     source = textwrap.dedent(inspect.getsource(cls))
     lines = source.splitlines()
     comments = {t.start[0]: t.string.lstrip("#").strip()
@@ -44,11 +47,18 @@ def field_comments(cls: type) -> dict[str, str]:
             continue
         rows = [r for r in range(node.lineno, node.end_lineno + 1) if r in comments]
         row = node.end_lineno + 1
-        while row in comments and lines[row - 1].lstrip().startswith("#"):
+        while row in comments and _continues(lines[row - 1]):
             rows.append(row)
             row += 1
         notes[node.target.id] = " ".join(comments[r] for r in rows)
     return notes
+
+
+def _continues(line: str) -> bool:
+    """Whether a source line is a comment-only line that continues the description above it:
+    its text starts in lower case, with a symbol, or indented to align under the line above."""
+    text = line.lstrip()
+    return text.startswith("#") and not text[1:].lstrip(" ")[:1].isupper()
 
 
 def descriptions() -> dict[str, str]:

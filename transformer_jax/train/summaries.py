@@ -10,7 +10,7 @@ Hyperparameters are written with TensorBoard's own hparams protos
 TensorFlow) into the run's own event file. tensorboardX's `add_hparams` is avoided on purpose: it
 opens a second writer in a `<logdir>/<timestamp>/` sub-directory, which TensorBoard lists as an
 extra run next to every real one. A study's run (`<study>/<variant>/seed_<n>`) is an HParams
-trial named by its run, with `study` and `variant` as its first columns.
+trial named by its run, with `variant`, `seed` and `study` as its first columns.
 """
 
 from __future__ import annotations
@@ -59,10 +59,12 @@ def _hparam_value(value) -> HParamValue:
     return str(value)
 
 
-# The hparams that tell a study's runs apart. TensorBoard lists the columns it is told differ
-# first (then by name): these and the study's swept fields, rather than the alphabetically
-# first data.* fields.
-IDENTITY_HPARAMS = ("study", "variant", "seed")
+# The hparams that tell a study's runs apart, in the order of their columns. TensorBoard sorts
+# the HParams columns by (differs, name) and shows the first five: these and the study's swept
+# fields are marked as differing (rather than the alphabetically first data.* fields showing),
+# and these are written under names that sort before every config field ('0:variant', see
+# `column_name`), shown by their display name: variant is the first column, whatever is swept.
+IDENTITY_HPARAMS = ("variant", "seed", "study")
 # At a study's root, written by the sweep (studies/board.py): {"swept": [config fields whose
 # values differ between its runs], "metrics": [...], "cards": [its comparison cards' tags]}.
 STUDY_VIEW_FILE = "tensorboard.json"
@@ -95,6 +97,18 @@ def run_identity(logdir: str) -> tuple[str, dict[str, HParamValue]]:
     return path.name, {}
 
 
+def column_name(key: str) -> str:
+    """The name an hparam is written under: an identity hparam's rank before its key, so that
+    TensorBoard's sort by name puts it first ('variant' -> '0:variant'); others as they are."""
+    return f"{IDENTITY_HPARAMS.index(key)}:{key}" if key in IDENTITY_HPARAMS else key
+
+
+def _key(name: str) -> str:
+    """`column_name` undone: the key an hparam was written under."""
+    rank, _, key = name.partition(":")
+    return key if rank.isdigit() and key in IDENTITY_HPARAMS else name
+
+
 def _experiment_pb(values: Mapping[str, HParamValue], metrics: Sequence[str],
                    first: Sequence[str] = IDENTITY_HPARAMS) -> summary_pb2.Summary:
     """The experiment summary (hparam names *with types* + metric tags). `hparams_config_pb` can
@@ -104,9 +118,9 @@ def _experiment_pb(values: Mapping[str, HParamValue], metrics: Sequence[str],
     hparams `first` (the identity ones, a study's swept fields) are marked as differing,
     which puts them in the first columns."""
     experiment = api_pb2.Experiment(
-        hparam_infos=[api_pb2.HParamInfo(name=k, type=_HPARAM_TYPES[type(v)],
-                                         differs=k in first)
-                      for k, v in sorted(values.items())],
+        hparam_infos=[api_pb2.HParamInfo(name=column_name(k), display_name=k,
+                                         type=_HPARAM_TYPES[type(v)], differs=k in first)
+                      for k, v in sorted(values.items(), key=lambda kv: column_name(kv[0]))],
         metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=t)) for t in metrics],
     )
     summary = summary_pb2.Summary()
@@ -206,7 +220,8 @@ class SummaryWriter:
         if isinstance(values.get("seed"), int):
             values["seed"] = str(values["seed"])  # the plugin would show seed 1 as 1.0000
         # session_start_info: this run's values, its trial named by the run
-        session = hparams_summary.hparams_pb(values, trial_id=trial)
+        session = hparams_summary.hparams_pb({column_name(k): v for k, v in values.items()},
+                                             trial_id=trial)
         first = (*IDENTITY_HPARAMS, *swept_hparams(self.logdir))
         for pb in (_experiment_pb(values, list(metrics), first), session):
             self.summary(pb)
@@ -348,7 +363,7 @@ def read_hparams(logdir: str) -> tuple[dict[str, HParamValue], list[str]]:
         )
         for name, value in info.hparams.items():
             kind = value.WhichOneof("kind")
-            values[name] = getattr(value, kind) if kind else None
+            values[_key(name)] = getattr(value, kind) if kind else None
     if hparams_metadata.EXPERIMENT_TAG in content:
         experiment = hparams_metadata.parse_experiment_plugin_data(
             content[hparams_metadata.EXPERIMENT_TAG]

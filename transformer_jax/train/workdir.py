@@ -118,9 +118,19 @@ def prepare(workdir: str, config: Mapping[str, Any], *, extend: bool = False) ->
         shown = "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else "")
         raise WorkdirError(
             f"--workdir={workdir!r} holds a run with a different config ({shown}); rerun "
-            f"with its config (saved in {saved}) to resume it, or choose a new --workdir")
+            f"with its config (saved in {saved}) to resume it"
+            f"{_extend_hint(json.loads(saved.read_text()), config, extend)}, or choose a new "
+            f"--workdir")
     record_versions(path, stack_versions(), resumed=True)
     return path
+
+
+def _extend_hint(old: Mapping[str, Any], new: Mapping[str, Any], extend: bool) -> str:
+    """Where the refused change raises train.num_steps: the flag that trains the run on."""
+    before, after = flatten(old).get(EXTENDABLE), flatten(new).get(EXTENDABLE)
+    if extend or not (isinstance(before, int) and isinstance(after, int) and after > before):
+        return ""
+    return f" (--extend_to={after} in place of {EXTENDABLE}={after} trains it on to {after} steps)"
 
 
 def _extend(path: Path, saved: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from transformer_jax.model.pretrained import PretrainedError, load_bert, tokenize
+from transformer_jax.model.pretrained import (PretrainedError, load_bert, require_packages,
+                                              tokenize)
 from transformer_jax.studies.analysis import checkpoint_roles as roles_lib
 from transformer_jax.studies.analysis.checkpoint_probe import (Ablation, CheckpointProbe,
                                                                attention_entropy,
@@ -60,6 +61,8 @@ def read_text(path: str) -> str:
 def loaded(directory: str):
     """(model, tokenizer, CheckpointProbe) of a checkpoint directory, loaded once per process
     (the tests share it)."""
+    if not directory:  # experiments/pretrained_claims.py's data_dir without the checkpoint package
+        require_packages(packaged=True)  # one line naming what is missing and its command
     model, tokenizer = load_bert(directory)
     return model, tokenizer, CheckpointProbe(model)
 
