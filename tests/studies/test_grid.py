@@ -1,12 +1,14 @@
 """A grid whose best lies inside it (issue 64, item 2): a tuned arm's grid grows by the next
 point out while a seed's choice sits at an edge, up to a cap; the record says which grid was
 reached and flags a choice the cap left at an edge; the declared design keeps its fingerprint."""
-import dataclasses
 import json
 import math
+from pathlib import Path
 
 import ml_collections
 import pytest
+
+import fake_trainer
 
 from transformer_jax.config import ConfigError
 from transformer_jax.studies import grid, tuning
@@ -179,8 +181,6 @@ def get_study(size):
 def test_a_worker_trains_a_candidate_its_experiment_file_does_not_declare(tmp_path):
     """--jobs=N: a worker loads the declared study from the experiment file; a task for a point
     the grid extension added names a candidate that study lacks, which the worker adds."""
-    from pathlib import Path
-
     from transformer_jax.studies import jobs
 
     tests = Path(__file__).resolve().parents[1]
@@ -192,3 +192,46 @@ def test_a_worker_trains_a_candidate_its_experiment_file_does_not_declare(tmp_pa
     assert status["state"] == "finished"
     saved = json.loads((tmp_path / "study" / added / "seed_0" / "config.json").read_text())
     assert saved["train"]["learning_rate"] == 0.03 and saved["model"]["attn_scale"] is False
+
+
+BEST = 9e-3  # the learning rate at which the fake runs' training loss is lowest
+
+
+def _fake_run(study: Study, variant: str, step: int) -> dict:
+    """A fake run's curves at `step`: training loss lowest at BEST; 'pre''s accuracy climbs
+    until step 15, every other run's is flat."""
+    loss = 1 + abs(math.log(study.variants[variant].get("train.learning_rate", 1e-3) / BEST))
+    climb = (lambda t: min(t, 15) / 15) if variant == "pre" else (lambda t: 0.5)
+    points = range(2, step + 1, 2)
+    return {"status": {"state": "finished", "step": step},
+            "curves": {"eval/accuracy": [(t, climb(t)) for t in points],
+                       "train/loss": [(t, loss) for t in points]}}
+
+
+def test_with_a_plateau_the_grid_settles_at_each_budget_and_every_run_trains_on(tmp_path,
+                                                                                monkeypatch):
+    """Stage by stage: at 10 steps 3e-3 is the top and chosen, so 9e-3 trains; it is chosen
+    and the top, so 2.7e-2 trains; 9e-3 is then interior. 'pre' still climbs, so every run,
+    the added ones too, trains on to 20, where the grid is settled and the arms flat."""
+    from transformer_jax.studies import sweep
+    from transformer_jax.studies.plateau import Plateau
+    from transformer_jax.studies.study import load_config
+
+    fake = fake_trainer.FakeTrainer(monkeypatch, _fake_run)
+    base = load_config(Path(__file__).resolve().parents[2] / "configs/synthetic.py", "tiny")
+    base.unlock()
+    base.train.update(num_steps=10, schedule="constant")
+    study = _study(extend=grid.GridExtension(cap=2), base=base,
+                   plateau=Plateau("eval/accuracy", amount=0.02, first=10, step=10, cap=40))
+    root = tmp_path / "s"
+    assert sweep.run_study(study, str(root))
+    grown = grid.reached(study, root)
+    assert [grown.variants[c]["train.learning_rate"] for c in grown.tuned["post"]] == [
+        1e-3, 3e-3, 9e-3, 2.7e-2]
+    assert [(v, a, b) for v, a, b in fake.trained if v in (FASTER, "post~learning_rate=0.027")
+            ] == [(FASTER, 0, 10)] * 2 + [("post~learning_rate=0.027", 0, 10)] * 2 + [
+        (FASTER, 10, 20)] * 2 + [("post~learning_rate=0.027", 10, 20)] * 2
+    assert {b for _, _, b in fake.trained} == {10, 20}
+    assert {(v, b) for v, _, b in fake.trained if b == 20} == {(v, 20) for v in grown.variants}
+    found = grid.record(grown, fake.collect(grown, root))["post"]
+    assert found["interior"] and found["left_at_edge"] == []
