@@ -83,12 +83,13 @@ def test_the_stacked_layers_scale_every_layer_the_same_way():
 
 
 @pytest.mark.parametrize("norm", [Norm.NONE, Norm.PRE])
-def test_rezero_makes_each_block_and_the_stack_the_identity_at_initialization(norm):
+@pytest.mark.parametrize("layers", [2, 8])  # the stack unrolled, and a lax.scan over layers
+def test_rezero_makes_each_block_and_the_stack_the_identity_at_initialization(norm, layers):
     x = inputs()
     got, _ = block("rezero", norm)(x)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(x))
-    model = Transformer(tiny_config(norm=norm, branch_init="rezero"), rngs=nnx.Rngs(0))
-    stacked, _ = model.layers(x)
+    cfg = tiny_config(norm=norm, branch_init="rezero", num_layers=layers)
+    stacked, _ = Transformer(cfg, rngs=nnx.Rngs(0)).layers(x)
     np.testing.assert_array_equal(np.asarray(stacked), np.asarray(x))
 
 
