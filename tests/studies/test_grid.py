@@ -235,3 +235,18 @@ def test_with_a_plateau_the_grid_settles_at_each_budget_and_every_run_trains_on(
     assert {(v, b) for v, _, b in fake.trained if b == 20} == {(v, 20) for v in grown.variants}
     found = grid.record(grown, fake.collect(grown, root))["post"]
     assert found["interior"] and found["left_at_edge"] == []
+
+
+def test_an_integer_field_grows_by_whole_numbers_and_stops_below_one():
+    variants = {"pre": {"model.norm": "pre"},
+                **tuning.tuned_arm("post", {"model.norm": "post"}, {"train.batch_size": (2, 8)})}
+    study = _study(variants=variants, tuned={"post": tuple(variants)[1:]},
+                   extend=grid.GridExtension("train.batch_size", cap=3))
+    small, large = "post~batch_size=2", "post~batch_size=8"
+    decided = grid.stage(study, _runs(study, {small: (1.0, 2.0), large: (2.0, 1.0)}))["post"]
+    assert decided["next"] == ["post~batch_size=1", "post~batch_size=24"]  # round(2/3), 8·3
+    grown = grid.including(study, decided["next"])
+    assert grown.variants["post~batch_size=24"]["train.batch_size"] == 24
+    assert isinstance(grown.variants["post~batch_size=1"]["train.batch_size"], int)
+    at_one = grid.stage(grown, _runs(grown, {"post~batch_size=1": (1.0, 1.0)}))["post"]
+    assert at_one["next"] == [] and at_one["capped"] == ["low"]  # nothing whole below 1

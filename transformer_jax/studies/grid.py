@@ -21,7 +21,6 @@ and fingerprint: the points the rule added are its outcome, like a plateau's bud
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
@@ -57,9 +56,14 @@ class GridExtension:
     def design(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def next_value(self, edge: float, end: str) -> float:
-        """The point beyond `edge` at that `end`, rounded as its candidate's name shows it."""
-        return float(f"{edge * self.factor if end == HIGH else edge / self.factor:g}")
+    def next_value(self, edge: float, end: str) -> Optional[float]:
+        """The point beyond `edge` at that `end`, rounded as its candidate's name shows it; an
+        integer field's is rounded to a whole number (None: no whole number beyond it >= 1)."""
+        value = edge * self.factor if end == HIGH else edge / self.factor
+        if isinstance(edge, int):
+            value = round(value)
+            return value if value >= 1 and value != edge else None
+        return float(f"{value:g}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +146,8 @@ def parse(study: Study, name: str) -> tuple[Optional[str], Optional[float]]:
             value = float(name[len(prefix):])
         except ValueError:
             continue
+        if all(isinstance(value_of(study, c, ext.field), int) for c in study.tuned[arm]):
+            value = int(value) if value.is_integer() else value  # an integer field stays one
         if math.isfinite(value) and tuning.candidate_name(arm, {ext.field: value}) == name:
             return arm, value
     return None, None
@@ -159,7 +165,8 @@ def reached(study: Study, root: Path) -> Study:
 
 def arm_stage(study: Study, arm: str, choices: Mapping[int, Optional[str]]) -> dict[str, Any]:
     """One arm at this stage, as data: its grid (values in order), each seed's chosen value,
-    the edges a seed chose, the candidates to add, and the edges the cap holds."""
+    the edges a seed chose, the candidates to add, and the edges the cap holds (or an integer
+    field's, where no whole number >= 1 lies beyond)."""
     ext, first = study.extend_grid, declared(study)
     values = [value_of(study, c, ext.field) for c in study.tuned[arm]]  # in increasing order
     start = [value_of(first, c, ext.field) for c in first.tuned[arm]]
@@ -168,13 +175,14 @@ def arm_stage(study: Study, arm: str, choices: Mapping[int, Optional[str]]) -> d
     chosen = {s: None if c is None else value_of(study, c, ext.field) for s, c in choices.items()}
     at_edge = {end: sorted(s for s, v in chosen.items() if v == edge_value[end])
                for end in (LOW, HIGH)}
-    grow = [end for end in (LOW, HIGH) if at_edge[end] and beyond[end] < ext.cap]
+    following = {end: ext.next_value(edge_value[end], end) for end in (LOW, HIGH)}
+    grow = [end for end in (LOW, HIGH)
+            if at_edge[end] and beyond[end] < ext.cap and following[end] is not None]
     return {"grid": values, "declared": sorted(start),
             "chosen": {str(s): v for s, v in chosen.items()},
             "at_edge": {end: seeds for end, seeds in at_edge.items() if seeds},
             "capped": [end for end in (LOW, HIGH) if at_edge[end] and end not in grow],
-            "next": [tuning.candidate_name(arm, {ext.field: ext.next_value(edge_value[end], end)})
-                     for end in grow]}
+            "next": [tuning.candidate_name(arm, {ext.field: following[end]}) for end in grow]}
 
 
 def stage(study: Study, runs: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, Any]:
@@ -206,7 +214,7 @@ def write_into_record(study: Study, root: Path) -> None:
     """Adds `record` to each tuned arm's entry of root's verdict.json (under "grid"). The
     report writes the tuning section (report.study_record); this runs after it."""
     path = Path(root) / record_lib.FILE
-    saved = json.loads(path.read_text())
+    saved = record_lib.read(path)
     for arm, grown in record(study, report.collect(study, Path(root))).items():
         saved.setdefault("tuning", {}).setdefault(arm, {})["grid"] = grown
     record_lib.write(path, saved)
