@@ -34,3 +34,16 @@ def tiny_study_sharing(data_dir: Path, probes=None) -> Study:
             "longer": {"model.attn_scale": True, "train.num_steps": 9}},
         expectations=(Expectation("longer is not worse", "eval/loss", "longer", Comparison.BETTER,
                                   -10.0, b="same_as_scaled", higher_is_better=False),))
+
+
+def tiny_study_tuned(data_dir: Path, probes=None, cap: int = 1) -> Study:
+    """tiny_study with 'unscaled' as a tuned arm over two learning rates (1e-3, 1e-2) whose grid
+    grows by ×3 / ÷3 at an edge a seed chose, `cap` points beyond each end (studies/grid.py)."""
+    from transformer_jax.studies import grid, tuning
+
+    study = tiny_study(data_dir, probes=probes)
+    candidates = tuning.tuned_arm("unscaled", {"model.attn_scale": False},
+                                  {"train.learning_rate": (1e-3, 1e-2)})
+    return dataclasses.replace(
+        study, variants={"scaled": study.variants["scaled"], **candidates},
+        tuned={"unscaled": tuple(candidates)}, extend_grid=grid.GridExtension(cap=cap))

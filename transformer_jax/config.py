@@ -69,6 +69,17 @@ class Activation(enum.Enum):
     GELU_TANH = "gelu_tanh"  # Φ's tanh approximation       (GPT-2)
 
 
+class BranchInit(enum.Enum):
+    """How each block's two branches (attention, feed-forward) start (`model.blocks.branch_scales`);
+    L = model.num_layers."""
+
+    STANDARD = "standard"  # every kernel at nnx.Linear's draw, x + F(x)
+    DEPTH_SCALED = "depth_scaled"  # W_o, the FFN's second kernel × 1/√(2L) (GPT-2, Radford 2019)
+    REZERO = "rezero"  # x + α·F(x), α a learned scalar per branch from 0 (Bachlechner et al. 2020)
+    DEEPNET = "deepnet"  # Post-LN: LN(α·x + F(x)), α = (2L)^(1/4); W_v, W_o, both FFN kernels
+    # × β = (8L)^(-1/4) (Wang et al. 2022, encoder- or decoder-only)
+
+
 class DType(enum.Enum):
     FLOAT32 = "float32"
     BFLOAT16 = "bfloat16"  # compute dtype; parameters stay float32
@@ -112,7 +123,7 @@ def _neighbour_hint(kind: type[enum.Enum], value: Any) -> str:
 MODEL_ENUMS: dict[str, type[enum.Enum]] = {
     "position": Position, "norm": Norm, "norm_type": NormType, "arch": Arch, "head": Head,
     "attention": AttentionImpl, "dtype": DType, "dense_matmul": DenseMatmul,
-    "activation": Activation}
+    "activation": Activation, "branch_init": BranchInit}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +148,8 @@ class ModelConfig:
     # an unscaled model's Q·Kᵀ starts with a scaled one's variance)
     qk_norm: bool = False  # LayerNorm on each head's q and k before Q·Kᵀ (and before rotary)
     residual: bool = True  # x + sublayer(x); False: sublayer(x) alone
+    branch_init: BranchInit = BranchInit.STANDARD  # how the branches start: standard |
+    # depth_scaled (W_o, FFN out × 1/√(2L)) | rezero (x + α·F(x), α from 0) | deepnet (Post-LN only)
     arch: Arch = Arch.DECODER  # encoder (bidirectional, padding mask) | decoder (causal)
     causal_mask: bool = True  # decoder: False trains without the causal mask (it sees the
     # future); evaluation masks whatever this says, as generation must
@@ -208,6 +221,19 @@ class ModelConfig:
                               f"{self.arch.value} has no causal mask to remove")
         if self.head is Head.POOLED and self.arch is Arch.DECODER:
             raise ConfigError("model.arch='decoder' has no pooled head; use model.arch='encoder'")
+        self._check_branch_init()
+
+    def _check_branch_init(self) -> None:
+        """ReZero gates and DeepNet scales the residual sum, which residual=False removes; DeepNet's
+        α and β are derived for Post-LN (Wang et al. 2022), whose norm bounds α·x."""
+        if self.branch_init in (BranchInit.REZERO, BranchInit.DEEPNET) and not self.residual:
+            raise ConfigError(f"model.branch_init={self.branch_init.value!r} needs model.residual"
+                              f"=True: it acts on the residual sum x + F(x), which residual=False "
+                              f"removes; valid with it: standard, depth_scaled")
+        if self.branch_init is BranchInit.DEEPNET and self.norm is not Norm.POST:
+            raise ConfigError(f"model.branch_init='deepnet' needs model.norm='post' (DeepNet's α "
+                              f"and β are derived for Post-LN), got model.norm={self.norm.value!r};"
+                              f" valid with it: standard, depth_scaled, rezero")
 
     @property
     def head_dim(self) -> int:
@@ -308,7 +334,8 @@ ADDED_FIELDS = {"model.norm_type": "layernorm", "model.qk_norm": False,
                 "model.causal_mask": True, "model.dense_matmul": "compute",
                 "model.qk_init_scale": 1.0, "model.activation": "relu",
                 "model.embed_scale": True, "model.embed_norm": False, "model.token_types": 0,
-                "model.norm_eps": 1e-5, "train.schedule": "cosine"}
+                "model.norm_eps": 1e-5, "model.branch_init": "standard",
+                "train.schedule": "cosine"}
 IN_EVERY_FINGERPRINT = frozenset({"model.norm_type", "model.qk_norm"})
 
 

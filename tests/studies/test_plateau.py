@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+import fake_trainer
 from transformer_jax.config import ConfigError
 from transformer_jax.studies import jobs as jobs_lib
-from transformer_jax.studies import report, schedule, sweep, tuning, verdict_text
+from transformer_jax.studies import report, sweep, tuning, verdict_text
 from transformer_jax.studies.plateau import Plateau, stage
 from transformer_jax.studies.study import Comparison, Expectation, Study, load_config
 from transformer_jax.train import workdir as workdir_lib
@@ -92,32 +93,9 @@ def test_a_plateau_study_is_refused_unless_it_starts_at_first_at_a_constant_rate
     assert study.config("slow", 0, 30).train.num_steps == 30
 
 
-class FakeTrainer:
+def FakeTrainer(monkeypatch) -> fake_trainer.FakeTrainer:
     """jobs.execute without JAX: each run 'trains' to its task's steps; CURVES are its curves."""
-
-    def __init__(self, monkeypatch):
-        self.trained: list[tuple[str, int, int]] = []  # (variant, from step, to step)
-        self.published: list[str] = []
-        monkeypatch.setattr(jobs_lib, "execute", self.execute)
-        monkeypatch.setattr(report, "collect", self.collect)
-        monkeypatch.setattr(schedule, "publish", lambda study, *a, **k:
-                            self.published.append(study.name))
-
-    def execute(self, task, study, progress_bar=True):
-        statuses = []
-        for seed in task.seeds:
-            run = Path(task.root) / task.variant / f"seed_{seed}"
-            run.mkdir(parents=True, exist_ok=True)
-            before = (workdir_lib.read_status(run) or {}).get("step", 0)
-            steps = task.steps or study.base.train.num_steps
-            (run / workdir_lib.CONFIG_FILE).write_text(f'{{"train": {{"num_steps": {steps}}}}}')
-            self.trained.append((task.variant, before, steps))
-            statuses.append(workdir_lib.write_status(run, "finished", steps))
-        return statuses
-
-    def collect(self, study, root):
-        return {(v, s): _run(v, workdir_lib.read_status(root / v / f"seed_{s}")["step"])
-                for v, s in study.runs()}
+    return fake_trainer.FakeTrainer(monkeypatch, lambda study, v, step: _run(v, step))
 
 
 def test_the_sweep_extends_every_run_until_the_judged_arms_flatten(tmp_path, monkeypatch):

@@ -10,6 +10,18 @@ diagram for every variant:
     none:  x = x + attn(x);              x = x + ffn(x)
 and `residual=False` drops the "x +". Every norm sees which tokens are real (`token_mask`);
 only BatchNorm, whose statistics span the batch, uses it.
+
+How the branches F start is `model.branch_init` (`branch_scales`; L = num_layers):
+
+    standard:      x + F(x)                   every kernel at nnx.Linear's draw
+    depth_scaled:  x + F(x)                   W_o and the FFN's second kernel drawn × 1/√(2L)
+    rezero:        x + α·F(x)                 α a learned scalar per branch, 0 at the start
+    deepnet:       norm(α·x + F(x))           α = (2L)^(1/4); W_v, W_o and both FFN kernels × β,
+                                              β = (8L)^(-1/4); Post-LN only
+with the norms where `model.norm` puts them. GPT-2 (Radford et al. 2019) scales "the weights of
+residual layers" by 1/√N, N = 2L residual sums; ReZero (Bachlechner et al. 2020) makes each block
+the identity at the start; DeepNet (Wang et al. 2022) bounds Post-LN's update with α and β
+(Xavier's draw × β there; here the project's LeCun draw × β, the same for the square W_v, W_o).
 """
 from __future__ import annotations
 
@@ -20,7 +32,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from transformer_jax.model.attention import AttentionProbe, Mask, MultiHeadAttention, QKTransform
-from transformer_jax.config import Activation, ModelConfig, Norm
+from transformer_jax.config import Activation, BranchInit, ModelConfig, Norm
 from transformer_jax.model.dense import Dense
 from transformer_jax.model.norms import apply_norm, make_norm
 
@@ -69,6 +81,25 @@ class FeedForward(nnx.Module):
         return self.output(dropout(ACTIVATIONS[self.activation](self.hidden(x)), self.rate, key))  # [B, T, D]
 
 
+# Which kernels each scheme draws × its factor (`branch_scales`): the last layer of each branch
+# for depth_scaled; for deepnet every kernel but W_q and W_k, which only shape the weights.
+SCALED_KERNELS = {
+    BranchInit.DEPTH_SCALED: ("attention.out", "feed_forward.output"),
+    BranchInit.DEEPNET: ("attention.value", "attention.out", "feed_forward.hidden",
+                         "feed_forward.output"),
+}
+
+
+def branch_scales(cfg: ModelConfig) -> tuple[float, float]:
+    """(α on the residual x, factor on the SCALED_KERNELS' draws) of cfg.branch_init."""
+    layers = cfg.num_layers
+    if cfg.branch_init is BranchInit.DEPTH_SCALED:
+        return 1.0, (2 * layers) ** -0.5  # 1/√N over the N = 2L residual sums
+    if cfg.branch_init is BranchInit.DEEPNET:
+        return (2 * layers) ** 0.25, (8 * layers) ** -0.25  # encoder- or decoder-only N = L
+    return 1.0, 1.0
+
+
 class Block(nnx.Module):
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         self.attention = MultiHeadAttention(
@@ -83,6 +114,14 @@ class Block(nnx.Module):
         self.norm_after_feed_forward = norm_layer(cfg, rngs) if post else None
         self.residual = cfg.residual
         self.rate = cfg.dropout
+        self.skip, kernel_factor = branch_scales(cfg)  # skip: DeepNet's α on x, else 1
+        for path in SCALED_KERNELS.get(cfg.branch_init, ()):  # the same draws, × the factor
+            owner, layer = path.split(".")
+            kernel = getattr(getattr(self, owner), layer).kernel
+            kernel[...] = kernel_factor * kernel[...]
+        rezero = cfg.branch_init is BranchInit.REZERO  # ReZero's α: one scalar per branch, from 0
+        self.attention_gate = nnx.Param(jnp.zeros((), jnp.float32)) if rezero else None
+        self.feed_forward_gate = nnx.Param(jnp.zeros((), jnp.float32)) if rezero else None
 
     def __call__(self, x: Array, *, mask: Optional[Array | Mask] = None,
                  bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None,
@@ -96,11 +135,19 @@ class Block(nnx.Module):
         y, found = self.attention(norm(self.norm_before_attention, x), mask=mask, bias=bias,
                                   qk_transform=qk_transform, probe=probe, head_mask=head_mask)
         y = dropout(y, self.rate, keys[0])
-        x = x + y if self.residual else y  # the residual switch
+        x = self.add_branch(x, y, self.attention_gate)
         x = norm(self.norm_after_attention, x)
 
         y = self.feed_forward(norm(self.norm_before_feed_forward, x), keys[1])
         y = dropout(y, self.rate, keys[2])
-        x = x + y if self.residual else y
+        x = self.add_branch(x, y, self.feed_forward_gate)
         x = norm(self.norm_after_feed_forward, x)
         return x, found
+
+    def add_branch(self, x: Array, y: Array, gate: Optional[nnx.Param]) -> Array:
+        """The residual sum of x and a branch's output y [B, T, D]: x + y, y alone without the
+        residual, ReZero's x + α·y, DeepNet's α·x + y."""
+        y = y if gate is None else gate[...].astype(y.dtype) * y  # ReZero's α, learned from 0
+        if not self.residual:  # the residual switch
+            return y
+        return x + y if self.skip == 1.0 else self.skip * x + y  # DeepNet's α on x

@@ -199,8 +199,10 @@ def _execute_in_worker(task: Task) -> list[dict]:
         root = Path(task.root) / (task.variant or "")
         return [workdir_lib.read_status(root / f"seed_{s}") or {"state": "preempted", "step": 0}
                 for s in task.seeds]
-    with _log_prefix(task.label):
-        return execute(task, study_lib.load_study(task.experiment, task.size), progress_bar=False)
+    from transformer_jax.studies import grid
+    study = study_lib.load_study(task.experiment, task.size)
+    with _log_prefix(task.label):  # a candidate the grid extension added is no declared variant
+        return execute(task, grid.including(study, [task.variant]), progress_bar=False)
 
 
 @contextlib.contextmanager

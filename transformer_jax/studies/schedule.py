@@ -10,6 +10,7 @@ from typing import Iterable, Mapping
 
 from absl import logging
 
+from transformer_jax.studies import grid as grid_lib
 from transformer_jax.studies import jobs as jobs_lib
 from transformer_jax.studies import plan as plan_lib
 from transformer_jax.studies import plateau as plateau_lib
@@ -52,6 +53,8 @@ class Sweep:
         self.reported = {name: False for name in self.found}
         # plateau studies whose runs train on -> their next budget: the sweep's next stage
         self.extended: dict[str, int] = {}
+        # studies whose tuned grids grow -> the study with the new candidates: likewise
+        self.grown: dict[str, grid_lib.Study] = {}
 
     def run(self, jobs: int) -> dict[str, bool]:
         """Runs every task; returns study name -> whether its report was written."""
@@ -100,12 +103,34 @@ class Sweep:
             logging.info("[%s] %d of %d runs not ended yet; the report follows when they are",
                          name, missing, len(runs))
             return
+        if found.study.extend_grid is not None and self.grows(found):
+            return  # the grid first, at this budget: the plateau then judges the arms' best
         if found.study.plateau is not None and self.extends(found):
             return
         publish(found.study, found.root, experiment=found.experiment, size=self.size,
                 shard=self.shard, trained=name in self.plan.trains)
+        if found.study.extend_grid is not None:
+            grid_lib.write_into_record(found.study, found.root)
         self.reported[name] = True
         self.progress.study_reported(name)
+
+    def grows(self, found: plan_lib.Found) -> bool:
+        """Whether a seed of a tuned arm chose an edge of its grid under the cap: then the next
+        point out trains (the sweep's next stage), and the report waits for it."""
+        study = found.study
+        decided = grid_lib.stage(study, report.collect(study, found.root))
+        new = grid_lib.added(decided)
+        for arm, d in decided.items():
+            capped = f"; the cap holds the {'/'.join(d['capped'])} edge" if d["capped"] else ""
+            logging.info("[%s] %s: grid %s, chosen %s%s", study.name, arm, d["grid"],
+                         d["chosen"], capped)
+        if not new:
+            return False
+        self.grown[study.name] = grid_lib.including(study, new)
+        edges = "; ".join(f"{arm} chose the {'/'.join(d['at_edge'])} edge of {d['grid']}"
+                          for arm, d in decided.items() if d["next"])
+        self.progress.print(f"  {study.name}: {edges}; trains {', '.join(new)}")
+        return True
 
     def extends(self, found: plan_lib.Found) -> bool:
         """Whether a plateau study's judged arms still gain more than its amount at this

@@ -15,7 +15,7 @@ import json
 import itertools
 import math
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 import ml_collections
 import numpy as np
@@ -32,6 +32,9 @@ from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEED
                                            relative_gap_interval, seeds_to_settle,
                                            seeds_to_bound, seeds_to_settle_rate, settle_note,
                                            smaller_note, unbounded_note)
+
+if TYPE_CHECKING:  # grid.py builds on Study
+    from transformer_jax.studies.grid import GridExtension
 
 __all__ = [  # the experiment-file API
     "CONFIDENCE", "Comparison", "Expectation", "FLATTENED_ADDED", "FLAT_ACCURACY",
@@ -458,6 +461,9 @@ class Study:
     evaluate: Optional[Callable[["Study", Path], dict]] = None
     # A budget that runs to the plateau (studies/plateau.py); None: train.num_steps, fixed.
     plateau: Optional[Plateau] = None
+    # Tuned arms' grids grown outward while a seed's choice sits at an edge (studies/grid.py);
+    # None: the grids as declared.
+    extend_grid: Optional["GridExtension"] = None
     # The code that computes what the study judges, as (file, name) pairs (measured_code.refs,
     # with the experiment file's imports from the package): set by loading.load_study, found
     # from the study alone where it is None. Not a statement of the study: it is its digest
@@ -585,6 +591,8 @@ class Study:
                   "seeds": list(self.seeds), "base": base}
         if self.plateau is not None:  # how long the runs train: part of what they are
             design["plateau"] = self.plateau.design()
+        if self.extend_grid is not None:  # which candidates train: likewise
+            design["extend_grid"] = self.extend_grid.design()
         return design
 
     def fingerprint(self, measured: Optional[str] = None) -> str:

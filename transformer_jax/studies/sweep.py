@@ -38,6 +38,7 @@ from absl import flags, logging
 
 from transformer_jax.train import cli
 from transformer_jax.studies import board, pages
+from transformer_jax.studies import grid as grid_lib
 from transformer_jax.studies import plan as plan_lib
 from transformer_jax.studies import plateau as plateau_lib
 from transformer_jax.studies import report
@@ -114,28 +115,32 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
     if jobs > 1 and any(experiment is None for _, _, experiment in studies):
         raise ValueError("jobs > 1 needs each study's experiment file (workers load it)")
     progress = progress or terminal.JobProgress()
-    reported, pending, budgets = {}, list(studies), {}
-    while pending:  # a stage of every study; then again those a plateau budget extends
-        found, linked = survey(pending, budgets)
+    reported, pending, budgets, grown = {}, list(studies), {}, {}
+    while pending:  # a stage of every study; then again those a plateau budget or grid extends
+        found, linked = survey(pending, budgets, grown)
         planned = plan_lib.plan(found, linked, shard, jobs, size)
         stage = schedule.Sweep(planned, found, size, shard, progress)
         reported.update(stage.run(jobs))
-        budgets = stage.extended
-        pending = [entry for entry in pending if entry[0].name in budgets]
+        budgets, grown = stage.extended, stage.grown
+        pending = [entry for entry in pending if entry[0].name in {*budgets, *grown}]
         if pending:
             progress.next_stage()
     return reported
 
 
 def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]],
-           budgets: Optional[dict[str, int]] = None
+           budgets: Optional[dict[str, int]] = None,
+           grown: Optional[dict[str, study_lib.Study]] = None
            ) -> tuple[list[plan_lib.Found], plan_lib.Linked]:
     """Each study's workdir made ready (every run's config checked before anything runs,
     identical runs linked: `link_identical_runs`) and its ended runs read, for `plan.plan`;
     with the (study, variant) -> studies linking to its runs map. `budgets`: study name -> the
-    next stage of its plateau budget, decided by the sweep's previous stage."""
+    next stage of its plateau budget, `grown`: study name -> the study with the candidates its
+    grid extension adds, both decided by the sweep's previous stage."""
     found, owners, linked = [], {}, {}
     for study, workdir, experiment in studies:
+        grid_lib.check(study)  # and the candidates earlier stages added, from their directories
+        study = grid_lib.reached((grown or {}).get(study.name, study), Path(workdir))
         if study.evaluate is not None:  # a trained checkpoint's study: nothing to train
             raise study_lib.ConfigError(
                 f"study {study.name!r} is evaluation-only: run python -m "
@@ -145,8 +150,9 @@ def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]],
         configs = {run: study.config(*run, budget) for run in study.runs()}
         for config in configs.values():
             check_config(config)
+        declared = grid_lib.declared(study).runs()  # the runs its grid added are its outcome
         root = workdir_lib.prepare(workdir, {"study": study.name,
-                                             "runs": [list(r) for r in study.runs()]})
+                                             "runs": [list(r) for r in declared]})
         board.write_view(study, root, list(configs.values()))
         shared = link_identical_runs(study.name, root, configs, owners, linked,
                                      own=study.plateau is not None)
