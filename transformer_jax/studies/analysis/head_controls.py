@@ -1,0 +1,243 @@
+"""A head set's knock-out against random head sets matched to it: the control a referee accepts
+(issue 65, item 1).
+
+"The role's heads matter" means: knocking them out costs more than knocking out as many other
+heads would. The random sets that stand for "as many other heads" are:
+
+- matched by layer: as many heads from each layer as the group takes there (so the same size);
+  a head's cost depends on its layer, so a set drawn anywhere in the model is another quantity;
+- free of role heads: never the group's own heads, nor any head whose role score is at or above
+  the role threshold (the role check's ≥), so the control is not another copy of the role;
+- drawn afresh for every unit (a sentence, a sequence, a seed), from a generator seeded by the
+  unit's id (and the group), so every unit's draws are independent and reproducible.
+
+Where a layer the group uses has fewer eligible heads than the group takes there (the group fills
+its layer), no matched set exists and the control refuses in one line (`ControlError`).
+
+The interval carries both sources of variance: units, and sets within a unit (`summarize`).
+
+    sets = plan_control((L, H), group, role_scores, threshold, units)   # unit -> [group, set...]
+    result = run_control((L, H), group, role_scores, threshold, units, cost)
+    result.difference, result.ratio                    # Estimate(mean, low, high) each
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import math
+from typing import Any, Callable, Hashable, Sequence
+
+import numpy as np
+
+from transformer_jax.studies.stats import CONFIDENCE, mean_interval
+
+Head = tuple[int, int]  # (layer, head)
+DRAWS = 8  # random sets per unit
+DRAW_SEED = 6_500_001  # every unit's generator starts from [DRAW_SEED, its id and the group's]
+
+
+class ControlError(ValueError):
+    """No matched control exists (or the group is malformed); one line says why."""
+
+
+def eligible_heads(shape: tuple[int, int], group: Sequence[Head], role_scores: np.ndarray,
+                   threshold: float) -> np.ndarray:
+    """bool [L, H]: the heads a random set may take: not in the group, and every role score
+    below `threshold`. role_scores [L, H] or [L, H, roles] (a head with any role is out)."""
+    scores = np.asarray(role_scores, float)
+    scores = scores.max(-1) if scores.ndim == 3 else scores
+    if scores.shape != tuple(shape):
+        raise ControlError(f"role_scores has shape {scores.shape}; it must be [layers, heads"
+                           f"(, roles)] = {tuple(shape)}")
+    eligible = ~(scores >= threshold)  # a NaN score is no role
+    for layer, head in _checked(shape, group):
+        eligible[layer, head] = False
+    return eligible
+
+
+def check_room(group: Sequence[Head], eligible: np.ndarray, threshold: float) -> None:
+    """A ControlError unless every layer the group uses has as many eligible heads as it takes."""
+    for layer, need in sorted(collections.Counter(h[0] for h in group).items()):
+        have = int(eligible[layer].sum())
+        if have < need:
+            raise ControlError(
+                f"layer {layer} has {have} head(s) outside the group with every role score "
+                f"below {threshold:g}, and a random set matched by layer needs {need} there (the "
+                f"group takes {need} of its {eligible.shape[1]} heads): a matched control needs "
+                "more heads per layer than the group holds")
+
+
+def unit_rng(unit: Hashable, group: Sequence[Head], seed: int = DRAW_SEED) -> np.random.Generator:
+    """The generator of one unit's draws for one group: from sha256 of their repr (Python's
+    hash() of a string changes from one process to the next)."""
+    digest = hashlib.sha256(repr((unit, sorted(group))).encode()).digest()
+    return np.random.default_rng([seed, *np.frombuffer(digest[:16], np.uint32).tolist()])
+
+
+def matched_sets(group: Sequence[Head], eligible: np.ndarray, draws: int,
+                 rng: np.random.Generator) -> list[tuple[Head, ...]]:
+    """`draws` independent random sets, each with as many eligible heads from each layer as the
+    group takes there (without repeats inside a set; two sets may coincide)."""
+    per_layer = sorted(collections.Counter(h[0] for h in group).items())
+    sets = []
+    for _ in range(draws):
+        chosen: list[Head] = []
+        for layer, need in per_layer:
+            pool = np.flatnonzero(eligible[layer])
+            chosen += [(layer, int(h)) for h in rng.choice(pool, need, replace=False)]
+        sets.append(tuple(chosen))
+    return sets
+
+
+def plan_control(shape: tuple[int, int], group: Sequence[Head], role_scores: np.ndarray,
+                 threshold: float, units: Sequence[Hashable], draws: int = DRAWS,
+                 seed: int = DRAW_SEED) -> dict[Hashable, list[tuple[Head, ...]]]:
+    """unit -> [the group, then `draws` matched random sets], every set to knock out on that
+    unit (a caller that evaluates many masks at once builds them from this)."""
+    if draws < 2:  # one set per unit leaves the spread across sets unmeasured
+        raise ControlError(f"draws={draws} must be at least 2")
+    if not units:
+        raise ControlError("no units to measure the control on")
+    group = tuple(sorted(_checked(shape, group)))
+    eligible = eligible_heads(shape, group, role_scores, threshold)
+    check_room(group, eligible, threshold)
+    return {unit: [group, *matched_sets(group, eligible, draws, unit_rng(unit, group, seed))]
+            for unit in units}
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """A mean over units and its interval (low, high: ±inf where the data bound nothing)."""
+    mean: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlResult:
+    """The group's knock-out against its matched random sets, over units.
+
+    group_costs [N] and random_costs [N, draws] are per unit; `sets` each unit's random sets.
+    difference = group − random sets; ratio = group / random sets (how many times as costly).
+    between_units_sd and within_unit_sd: the random sets' two variance components."""
+    group: tuple[Head, ...]
+    units: tuple
+    sets: tuple
+    group_costs: np.ndarray
+    random_costs: np.ndarray
+    group_effect: Estimate
+    random_effect: Estimate
+    difference: Estimate
+    ratio: Estimate
+    between_units_sd: float
+    within_unit_sd: float
+
+    @property
+    def costlier(self) -> bool:
+        """The group costs more than matched random sets: the difference's interval above 0."""
+        return self.difference.low > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values for a results file (JSON): data, rendered to text elsewhere."""
+        return {"group": [list(h) for h in self.group], "units": list(self.units),
+                "sets": [[[list(h) for h in s] for s in unit] for unit in self.sets],
+                "group_costs": self.group_costs.tolist(),
+                "random_costs": self.random_costs.tolist(),
+                **{k: getattr(self, k).to_dict()
+                   for k in ("group_effect", "random_effect", "difference", "ratio")},
+                "between_units_sd": self.between_units_sd, "within_unit_sd": self.within_unit_sd}
+
+
+def run_control(shape: tuple[int, int], group: Sequence[Head], role_scores: np.ndarray,
+                threshold: float, units: Sequence[Hashable],
+                cost: Callable[[tuple[Head, ...], Hashable], float], draws: int = DRAWS,
+                seed: int = DRAW_SEED, confidence: float = CONFIDENCE) -> ControlResult:
+    """`plan_control`, then `cost(heads, unit)` (what knocking those heads out costs on that
+    unit: larger is worse) for the group and each random set on every unit, then `summarize`."""
+    plan = plan_control(shape, group, role_scores, threshold, units, draws, seed)
+    costs = np.array([[cost(heads, unit) for heads in plan[unit]] for unit in units], float)
+    found = summarize(costs[:, 0], costs[:, 1:], confidence)
+    return ControlResult(group=plan[units[0]][0], units=tuple(units),
+                         sets=tuple(tuple(plan[u][1:]) for u in units), group_costs=costs[:, 0],
+                         random_costs=costs[:, 1:], **found)
+
+
+def summarize(group_costs: np.ndarray, random_costs: np.ndarray,
+              confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """The estimates of `ControlResult` from group_costs [N] and random_costs [N, draws].
+
+    Why intervals over the units' means, not a two-stage bootstrap: in a balanced nested design
+    the unbiased variance of the grand mean is MS_between / (N·draws) = var(unit means) / N,
+    and var(unit means) holds the spread between units plus the spread of sets within a unit
+    divided by draws: both sources, each counted once. A bootstrap that also resamples the sets
+    inside each resampled unit counts the second one twice (Davison & Hinkley 1997, §3.8), and
+    one over a few units (seeds: 3 to 5) undercovers; the t interval on unit means is exact when
+    they are normal. The difference pairs each unit's group with its own sets; the ratio's
+    interval is Fieller's, the t interval of group − θ·random inverted in θ (unbounded when
+    the random sets' mean is not clear of 0)."""
+    g = np.asarray(group_costs, float)
+    r = np.asarray(random_costs, float)
+    if r.ndim != 2 or r.shape[0] != g.shape[0] or r.shape[1] < 2:
+        raise ControlError(f"random_costs has shape {r.shape}; it must be [units, draws >= 2] "
+                           f"with units = {g.shape[0]}")
+    r_unit = r.mean(1)  # each unit's mean over its sets: carries the sets' spread
+    within = float(np.mean(np.var(r, 1, ddof=1)))  # nested ANOVA's MS_within: σ²_sets
+    between = float(np.var(r_unit, ddof=1)) - within / r.shape[1] if len(g) > 1 else math.nan
+    return {"group_effect": _estimate(g, mean_interval(g, confidence)),
+            "random_effect": _estimate(r_unit, mean_interval(r_unit, confidence)),
+            "difference": _estimate(g - r_unit, mean_interval(g - r_unit, confidence)),
+            "ratio": Estimate(float(g.mean() / r_unit.mean()) if r_unit.mean() else math.nan,
+                              *map(float, ratio_interval(g, r_unit, confidence))),
+            "between_units_sd": math.sqrt(max(between, 0.0)) if math.isfinite(between)
+            else math.nan,
+            "within_unit_sd": math.sqrt(within)}
+
+
+def ratio_interval(a: np.ndarray, b: np.ndarray, confidence: float = CONFIDENCE
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Fieller's interval of mean a / mean b for paired units on the last axis (any leading
+    axes): the θ whose mean(a − θ·b) has a t interval holding 0. (-inf, inf) where mean b is not
+    clear of 0 at this confidence (no finite set of θ), or with fewer than 2 units."""
+    n = a.shape[-1]
+    if n < 2:
+        shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
+        return np.full(shape, -np.inf), np.full(shape, np.inf)
+    ma, mb = a.mean(-1), b.mean(-1)
+    vaa, vbb = np.var(a, -1, ddof=1) / n, np.var(b, -1, ddof=1) / n
+    vab = np.sum((a - ma[..., None]) * (b - mb[..., None]), -1) / (n - 1) / n
+    t2 = _t_quantile(n - 1, confidence) ** 2
+    qa, qb, qc = mb ** 2 - t2 * vbb, -2 * (ma * mb - t2 * vab), ma ** 2 - t2 * vaa
+    bounded = qa > 0
+    root = np.sqrt(np.maximum(qb ** 2 - 4 * qa * qc, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low, high = (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)
+    return np.where(bounded, low, -np.inf), np.where(bounded, high, np.inf)
+
+
+def _t_quantile(dof: int, confidence: float) -> float:
+    from scipy import special  # imported on first use, as studies/stats.py does
+    return float(special.stdtrit(dof, 0.5 + confidence / 2))
+
+
+def _estimate(values: np.ndarray, interval: tuple) -> Estimate:
+    return Estimate(float(np.mean(values)), float(interval[0]), float(interval[1]))
+
+
+def _checked(shape: tuple[int, int], group: Sequence[Head]) -> list[Head]:
+    """The group as (layer, head) ints; a ControlError names a head outside [L, H], a repeated
+    head or an empty group."""
+    heads = [(int(layer), int(head)) for layer, head in group]
+    if not heads:
+        raise ControlError("the group is empty: there is nothing to knock out")
+    bad = [h for h in heads if not (0 <= h[0] < shape[0] and 0 <= h[1] < shape[1])]
+    if bad:
+        raise ControlError(f"head {bad[0]} is outside the model's {shape[0]} layers x "
+                           f"{shape[1]} heads")
+    if len(set(heads)) < len(heads):
+        raise ControlError(f"the group {heads} names a head twice")
+    return heads
+
