@@ -14,7 +14,8 @@ heads would. The random sets that stand for "as many other heads" are:
 Where a layer the group uses has fewer eligible heads than the group takes there (the group fills
 its layer), no matched set exists and the control refuses in one line (`ControlError`).
 
-The interval carries both sources of variance: units, and sets within a unit (`summarize`).
+The interval carries both sources of variance: units, and sets within a unit
+(`nested_intervals.summarize`, which says why it is a t interval over the units' means).
 
     sets = plan_control((L, H), group, role_scores, threshold, units)   # unit -> [group, set...]
     result = run_control((L, H), group, role_scores, threshold, units, cost)
@@ -24,13 +25,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
-import math
 from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from transformer_jax.studies.stats import CONFIDENCE, mean_interval
+from transformer_jax.studies.analysis.nested_intervals import (Estimate, keyed_rng,
+                                                                summarize)
+from transformer_jax.studies.stats import CONFIDENCE
 
 Head = tuple[int, int]  # (layer, head)
 DRAWS = 8  # random sets per unit
@@ -69,10 +70,8 @@ def check_room(group: Sequence[Head], eligible: np.ndarray, threshold: float) ->
 
 
 def unit_rng(unit: Hashable, group: Sequence[Head], seed: int = DRAW_SEED) -> np.random.Generator:
-    """The generator of one unit's draws for one group: from sha256 of their repr (Python's
-    hash() of a string changes from one process to the next)."""
-    digest = hashlib.sha256(repr((unit, sorted(group))).encode()).digest()
-    return np.random.default_rng([seed, *np.frombuffer(digest[:16], np.uint32).tolist()])
+    """The generator of one unit's draws for one group (`nested_intervals.keyed_rng`)."""
+    return keyed_rng((unit, sorted(group)), seed)
 
 
 def matched_sets(group: Sequence[Head], eligible: np.ndarray, draws: int,
@@ -104,17 +103,6 @@ def plan_control(shape: tuple[int, int], group: Sequence[Head], role_scores: np.
     check_room(group, eligible, threshold)
     return {unit: [group, *matched_sets(group, eligible, draws, unit_rng(unit, group, seed))]
             for unit in units}
-
-
-@dataclasses.dataclass(frozen=True)
-class Estimate:
-    """A mean over units and its interval (low, high: ±inf where the data bound nothing)."""
-    mean: float
-    low: float
-    high: float
-
-    def to_dict(self) -> dict[str, float]:
-        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,74 +145,15 @@ def run_control(shape: tuple[int, int], group: Sequence[Head], role_scores: np.n
                 cost: Callable[[tuple[Head, ...], Hashable], float], draws: int = DRAWS,
                 seed: int = DRAW_SEED, confidence: float = CONFIDENCE) -> ControlResult:
     """`plan_control`, then `cost(heads, unit)` (what knocking those heads out costs on that
-    unit: larger is worse) for the group and each random set on every unit, then `summarize`."""
+    unit: larger is worse) for the group and each random set on every unit, then
+    `nested_intervals.summarize`."""
     plan = plan_control(shape, group, role_scores, threshold, units, draws, seed)
     costs = np.array([[cost(heads, unit) for heads in plan[unit]] for unit in units], float)
     found = summarize(costs[:, 0], costs[:, 1:], confidence)
     return ControlResult(group=plan[units[0]][0], units=tuple(units),
                          sets=tuple(tuple(plan[u][1:]) for u in units), group_costs=costs[:, 0],
-                         random_costs=costs[:, 1:], **found)
-
-
-def summarize(group_costs: np.ndarray, random_costs: np.ndarray,
-              confidence: float = CONFIDENCE) -> dict[str, Any]:
-    """The estimates of `ControlResult` from group_costs [N] and random_costs [N, draws].
-
-    Why intervals over the units' means, not a two-stage bootstrap: in a balanced nested design
-    the unbiased variance of the grand mean is MS_between / (N·draws) = var(unit means) / N,
-    and var(unit means) holds the spread between units plus the spread of sets within a unit
-    divided by draws: both sources, each counted once. A bootstrap that also resamples the sets
-    inside each resampled unit counts the second one twice (Davison & Hinkley 1997, §3.8), and
-    one over a few units (seeds: 3 to 5) undercovers; the t interval on unit means is exact when
-    they are normal. The difference pairs each unit's group with its own sets; the ratio's
-    interval is Fieller's, the t interval of group − θ·random inverted in θ (unbounded when
-    the random sets' mean is not clear of 0)."""
-    g = np.asarray(group_costs, float)
-    r = np.asarray(random_costs, float)
-    if r.ndim != 2 or r.shape[0] != g.shape[0] or r.shape[1] < 2:
-        raise ControlError(f"random_costs has shape {r.shape}; it must be [units, draws >= 2] "
-                           f"with units = {g.shape[0]}")
-    r_unit = r.mean(1)  # each unit's mean over its sets: carries the sets' spread
-    within = float(np.mean(np.var(r, 1, ddof=1)))  # nested ANOVA's MS_within: σ²_sets
-    between = float(np.var(r_unit, ddof=1)) - within / r.shape[1] if len(g) > 1 else math.nan
-    return {"group_effect": _estimate(g, mean_interval(g, confidence)),
-            "random_effect": _estimate(r_unit, mean_interval(r_unit, confidence)),
-            "difference": _estimate(g - r_unit, mean_interval(g - r_unit, confidence)),
-            "ratio": Estimate(float(g.mean() / r_unit.mean()) if r_unit.mean() else math.nan,
-                              *map(float, ratio_interval(g, r_unit, confidence))),
-            "between_units_sd": math.sqrt(max(between, 0.0)) if math.isfinite(between)
-            else math.nan,
-            "within_unit_sd": math.sqrt(within)}
-
-
-def ratio_interval(a: np.ndarray, b: np.ndarray, confidence: float = CONFIDENCE
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Fieller's interval of mean a / mean b for paired units on the last axis (any leading
-    axes): the θ whose mean(a − θ·b) has a t interval holding 0. (-inf, inf) where mean b is not
-    clear of 0 at this confidence (no finite set of θ), or with fewer than 2 units."""
-    n = a.shape[-1]
-    if n < 2:
-        shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
-        return np.full(shape, -np.inf), np.full(shape, np.inf)
-    ma, mb = a.mean(-1), b.mean(-1)
-    vaa, vbb = np.var(a, -1, ddof=1) / n, np.var(b, -1, ddof=1) / n
-    vab = np.sum((a - ma[..., None]) * (b - mb[..., None]), -1) / (n - 1) / n
-    t2 = _t_quantile(n - 1, confidence) ** 2
-    qa, qb, qc = mb ** 2 - t2 * vbb, -2 * (ma * mb - t2 * vab), ma ** 2 - t2 * vaa
-    bounded = qa > 0
-    root = np.sqrt(np.maximum(qb ** 2 - 4 * qa * qc, 0.0))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        low, high = (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)
-    return np.where(bounded, low, -np.inf), np.where(bounded, high, np.inf)
-
-
-def _t_quantile(dof: int, confidence: float) -> float:
-    from scipy import special  # imported on first use, as studies/stats.py does
-    return float(special.stdtrit(dof, 0.5 + confidence / 2))
-
-
-def _estimate(values: np.ndarray, interval: tuple) -> Estimate:
-    return Estimate(float(np.mean(values)), float(interval[0]), float(interval[1]))
+                         random_costs=costs[:, 1:], group_effect=found.pop("effect"),
+                         random_effect=found.pop("random"), **found)
 
 
 def _checked(shape: tuple[int, int], group: Sequence[Head]) -> list[Head]:
