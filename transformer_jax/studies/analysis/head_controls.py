@@ -29,8 +29,8 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from transformer_jax.studies.analysis.nested_intervals import (Estimate, keyed_rng,
-                                                                summarize)
+from transformer_jax.studies.analysis.nested_intervals import (AgainstRandom, Estimate,
+                                                                keyed_rng, summarize)
 from transformer_jax.studies.stats import CONFIDENCE
 
 Head = tuple[int, int]  # (layer, head)
@@ -106,7 +106,7 @@ def plan_control(shape: tuple[int, int], group: Sequence[Head], role_scores: np.
 
 
 @dataclasses.dataclass(frozen=True)
-class ControlResult:
+class ControlResult(AgainstRandom):
     """The group's knock-out against its matched random sets, over units.
 
     group_costs [N] and random_costs [N, draws] are per unit; `sets` each unit's random sets.
@@ -119,15 +119,11 @@ class ControlResult:
     random_costs: np.ndarray
     group_effect: Estimate
     random_effect: Estimate
-    difference: Estimate
-    ratio: Estimate
-    between_units_sd: float
-    within_unit_sd: float
 
     @property
     def costlier(self) -> bool:
         """The group costs more than matched random sets: the difference's interval above 0."""
-        return self.difference.low > 0
+        return self.above_random
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values for a results file (JSON): data, rendered to text elsewhere."""
@@ -135,9 +131,8 @@ class ControlResult:
                 "sets": [[[list(h) for h in s] for s in unit] for unit in self.sets],
                 "group_costs": self.group_costs.tolist(),
                 "random_costs": self.random_costs.tolist(),
-                **{k: getattr(self, k).to_dict()
-                   for k in ("group_effect", "random_effect", "difference", "ratio")},
-                "between_units_sd": self.between_units_sd, "within_unit_sd": self.within_unit_sd}
+                "group_effect": self.group_effect.to_dict(),
+                "random_effect": self.random_effect.to_dict(), **self.statistics()}
 
 
 def run_control(shape: tuple[int, int], group: Sequence[Head], role_scores: np.ndarray,

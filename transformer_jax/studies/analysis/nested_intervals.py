@@ -33,6 +33,27 @@ class Estimate:
         return dataclasses.asdict(self)
 
 
+@dataclasses.dataclass(frozen=True)
+class AgainstRandom:
+    """What every comparison with random draws reports beside its own fields: the difference
+    (effect − random, paired by unit) and the ratio (effect / random), and the random draws'
+    sd between units and within a unit."""
+    difference: Estimate
+    ratio: Estimate
+    between_units_sd: float
+    within_unit_sd: float
+
+    @property
+    def above_random(self) -> bool:
+        """The effect exceeds the random draws': the difference's interval lies above 0."""
+        return self.difference.low > 0
+
+    def statistics(self) -> dict[str, Any]:
+        """These four as plain values (JSON)."""
+        return {"difference": self.difference.to_dict(), "ratio": self.ratio.to_dict(),
+                "between_units_sd": self.between_units_sd, "within_unit_sd": self.within_unit_sd}
+
+
 def summarize(effect: np.ndarray, random: np.ndarray,
               confidence: float = CONFIDENCE) -> dict[str, Any]:
     """effect [N] (one per unit) against random [N, draws] (random draws within each unit):
