@@ -5,6 +5,7 @@ comes out costlier than matched random sets and a group of noise heads does not.
 from __future__ import annotations
 
 import collections
+import json
 
 import numpy as np
 import pytest
@@ -100,3 +101,12 @@ def test_no_room_for_a_matched_set_is_refused_in_one_line(shape, group, scores_a
 def test_a_malformed_request_is_refused_in_one_line(group, draws, message):
     with pytest.raises(hc.ControlError, match=message.replace("(", r"\(").replace(")", r"\)")):
         hc.plan_control((2, 4), group, np.zeros((2, 4)), 0.5, units=[0], draws=draws)
+
+
+def test_the_result_is_stored_as_plain_data(planted_result):
+    record = json.loads(json.dumps(planted_result.to_dict()))
+    assert record["group"] == [list(planted.PLANTED)]
+    assert len(record["sets"]) == len(UNITS) and len(record["random_costs"][0]) == hc.DRAWS
+    assert record["ratio"]["low"] == planted_result.ratio.low
+    assert record["difference"]["mean"] == pytest.approx(
+        np.mean(planted_result.group_costs - planted_result.random_costs.mean(1)))

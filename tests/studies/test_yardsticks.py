@@ -11,6 +11,8 @@ in its last layer:
 """
 from __future__ import annotations
 
+import json
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -141,3 +143,12 @@ def test_a_removal_without_one_place_is_refused_in_one_line(probe, batch, ablati
     with pytest.raises(ys.YardstickError) as error:
         ys.measure(probe, batch, ablation, units=range(ROWS), place=place)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_result_is_stored_as_plain_data(probe, batch):
+    result = ys.measure(probe, batch, Ablation(no_norm=0), units=[f"s{i}" for i in range(ROWS)],
+                        draws=3)
+    record = json.loads(json.dumps(result.to_dict()))
+    assert (record["layer"], record["place"], record["units"][0]) == (0, "block", "s0")
+    assert np.shape(record["yardstick_effects"]) == (ROWS, 3)
+    assert record["removal"]["mean"] == pytest.approx(np.mean(record["removal_effects"]))
