@@ -69,6 +69,20 @@ def test_random_sets_are_matched_by_layer_and_keep_role_heads_out():
     assert set(seen) == eligible  # every eligible head is drawn, none other
 
 
+def test_each_role_may_have_its_own_threshold():
+    scores = np.zeros((1, 5, 2))
+    scores[0, 1] = (0.6, 0.0)  # a role-0 head at threshold 0.5
+    scores[0, 2] = (0.0, 0.25)  # a role-1 head at threshold 0.2
+    scores[0, 3] = (0.45, 0.15)  # neither
+    eligible = hc.eligible_heads((1, 5), [(0, 0)], scores, (0.5, 0.2))
+    assert eligible.tolist() == [[False, False, False, True, True]]
+    with pytest.raises(hc.ControlError, match=r"below 0.5 / 0.2, and a random set matched by "
+                                              r"layer needs 3 there"):
+        hc.plan_control((1, 5), [(0, 0), (0, 3), (0, 4)], scores, (0.5, 0.2), units=[0])
+    with pytest.raises(hc.ControlError, match=r"role_scores has shape \(2, 5\)"):
+        hc.eligible_heads((1, 5), [(0, 0)], np.zeros((2, 5)), 0.5)
+
+
 def test_every_unit_draws_afresh_and_reproducibly():
     scores = np.zeros((2, 8))
     first = hc.plan_control((2, 8), [(1, 3)], scores, 0.5, units=["a", "b", 3])

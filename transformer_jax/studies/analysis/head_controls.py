@@ -43,28 +43,31 @@ class ControlError(ValueError):
 
 
 def eligible_heads(shape: tuple[int, int], group: Sequence[Head], role_scores: np.ndarray,
-                   threshold: float) -> np.ndarray:
+                   threshold: float | Sequence[float]) -> np.ndarray:
     """bool [L, H]: the heads a random set may take: not in the group, and every role score
-    below `threshold`. role_scores [L, H] or [L, H, roles] (a head with any role is out)."""
-    scores = np.asarray(role_scores, float)
-    scores = scores.max(-1) if scores.ndim == 3 else scores
-    if scores.shape != tuple(shape):
-        raise ControlError(f"role_scores has shape {scores.shape}; it must be [layers, heads"
+    below its threshold. role_scores [L, H], or [L, H, roles] with one threshold for all roles
+    or one per role (a head at or above any role's threshold is out)."""
+    given = np.asarray(role_scores, float)
+    if given.shape[:2] != tuple(shape) or given.ndim not in (2, 3):
+        raise ControlError(f"role_scores has shape {given.shape}; it must be [layers, heads"
                            f"(, roles)] = {tuple(shape)}")
-    eligible = ~(scores >= threshold)  # a NaN score is no role
+    scores = given[..., None] if given.ndim == 2 else given  # [L, H, roles]
+    eligible = ~np.any(scores >= np.asarray(threshold, float), axis=-1)  # NaN: no role
     for layer, head in _checked(shape, group):
         eligible[layer, head] = False
     return eligible
 
 
-def check_room(group: Sequence[Head], eligible: np.ndarray, threshold: float) -> None:
+def check_room(group: Sequence[Head], eligible: np.ndarray,
+               threshold: float | Sequence[float]) -> None:
     """A ControlError unless every layer the group uses has as many eligible heads as it takes."""
+    below = " / ".join(f"{t:g}" for t in np.atleast_1d(np.asarray(threshold, float)))
     for layer, need in sorted(collections.Counter(h[0] for h in group).items()):
         have = int(eligible[layer].sum())
         if have < need:
             raise ControlError(
                 f"layer {layer} has {have} head(s) outside the group with every role score "
-                f"below {threshold:g}, and a random set matched by layer needs {need} there (the "
+                f"below {below}, and a random set matched by layer needs {need} there (the "
                 f"group takes {need} of its {eligible.shape[1]} heads): a matched control needs "
                 "more heads per layer than the group holds")
 
@@ -90,7 +93,7 @@ def matched_sets(group: Sequence[Head], eligible: np.ndarray, draws: int,
 
 
 def plan_control(shape: tuple[int, int], group: Sequence[Head], role_scores: np.ndarray,
-                 threshold: float, units: Sequence[Hashable], draws: int = DRAWS,
+                 threshold: float | Sequence[float], units: Sequence[Hashable], draws: int = DRAWS,
                  seed: int = DRAW_SEED) -> dict[Hashable, list[tuple[Head, ...]]]:
     """unit -> [the group, then `draws` matched random sets], every set to knock out on that
     unit (a caller that evaluates many masks at once builds them from this)."""
@@ -136,7 +139,7 @@ class ControlResult(AgainstRandom):
 
 
 def run_control(shape: tuple[int, int], group: Sequence[Head], role_scores: np.ndarray,
-                threshold: float, units: Sequence[Hashable],
+                threshold: float | Sequence[float], units: Sequence[Hashable],
                 cost: Callable[[tuple[Head, ...], Hashable], float], draws: int = DRAWS,
                 seed: int = DRAW_SEED, confidence: float = CONFIDENCE) -> ControlResult:
     """`plan_control`, then `cost(heads, unit)` (what knocking those heads out costs on that
