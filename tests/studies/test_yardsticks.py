@@ -145,6 +145,15 @@ def test_a_removal_without_one_place_is_refused_in_one_line(probe, batch, ablati
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+def test_rows_past_the_units_are_filler_and_dropped(probe, batch):
+    """pad_batch repeats a sentence to fill the batch; only the first len(units) rows count."""
+    full = ys.measure(probe, batch, knock_out(CARRIER), units=range(ROWS))
+    part = ys.measure(probe, batch, knock_out(CARRIER), units=range(ROWS - 3))
+    np.testing.assert_allclose(part.removal_effects, full.removal_effects[:-3], atol=1e-7)
+    np.testing.assert_allclose(part.yardstick_effects, full.yardstick_effects[:-3], atol=1e-7)
+    assert part.change_norms.shape == (ROWS - 3,)
+
+
 def test_the_result_is_stored_as_plain_data(probe, batch):
     result = ys.measure(probe, batch, Ablation(no_norm=0), units=[f"s{i}" for i in range(ROWS)],
                         draws=3)

@@ -101,7 +101,7 @@ def perturbations(change: np.ndarray, mask: np.ndarray, units: Sequence[Hashable
     token is the norm of `change` [B, T, D] there, in a uniformly drawn direction (zero at
     padding), from the generator of (unit, *key)."""
     norms = np.linalg.norm(change, axis=-1, keepdims=True) * mask[..., None]  # [B, T, 1]
-    out = np.empty((draws,) + change.shape, np.float32)
+    out = np.zeros((draws,) + change.shape, np.float32)  # rows past the units: no change
     for row, unit in enumerate(units):
         g = keyed_rng((unit, *key), seed).normal(size=(draws,) + change.shape[1:])
         out[:, row] = g / np.linalg.norm(g, axis=-1, keepdims=True) * norms[row]
