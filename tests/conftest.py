@@ -116,6 +116,19 @@ def copy_mha_to_torch(mha, torch_mha) -> None:
         torch_mha.out_proj.bias.copy_(torch.from_numpy(out_bias))
 
 
+def copy_mha_to_flax(mha, flax_mha) -> None:
+    """Our MultiHeadAttention -> flax's nnx.MultiHeadAttention, whose kernels keep the heads on
+    their own axis: q/k/v [in, heads, head_dim], out [heads, head_dim, out]."""
+    heads, head_dim = mha.num_heads, mha.head_dim
+    for name in ("query", "key", "value"):
+        kernel, bias = kernel_and_bias(getattr(mha, name))
+        getattr(flax_mha, name).kernel[...] = kernel.reshape(-1, heads, head_dim)
+        getattr(flax_mha, name).bias[...] = bias.reshape(heads, head_dim)
+    kernel, bias = kernel_and_bias(mha.out)
+    flax_mha.out.kernel[...] = kernel.reshape(heads, head_dim, -1)
+    flax_mha.out.bias[...] = bias
+
+
 # --- Training-entrypoint tests (test_train, test_cli_errors, test_faults; tests/helpers_train.py)
 
 

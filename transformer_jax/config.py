@@ -136,7 +136,9 @@ class ModelConfig:
     vocab_size: int  # input token ids (a fact of the dataset)
     num_outputs: int  # output classes: vocabulary for a token head, labels for a pooled head (data)
     d_model: int = 128  # width of the residual stream
-    num_heads: int = 4  # attention heads per layer; each of width d_model / num_heads (= d_k)
+    num_heads: int = 4  # attention heads per layer
+    head_dim: int = 0  # each head's query/key/value width d_k (W_q, W_k, W_v: d_model -> num_heads
+    # x head_dim, W_o back); 0: d_model / num_heads (which must then divide d_model)
     num_layers: int = 4  # blocks in the stack
     d_ff: int = 512  # hidden width of each block's feed-forward layer
     dropout: float = 0.0  # on attention weights and on each sublayer's output, in training
@@ -208,14 +210,18 @@ class ModelConfig:
                      "embed_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"model.{name}={getattr(self, name)!r} must be True or False")
-        if self.d_model % self.num_heads:
+        if not isinstance(self.head_dim, int) or isinstance(self.head_dim, bool) or \
+                self.head_dim < 0:
+            raise ConfigError(f"model.head_dim={self.head_dim!r} must be a non-negative integer "
+                              "(each head's width d_k; 0: d_model / num_heads)")
+        if not self.head_dim and self.d_model % self.num_heads:
             raise ConfigError(
-                f"model.num_heads={self.num_heads} does not divide model.d_model={self.d_model}; "
+                f"model.num_heads={self.num_heads} does not divide model.d_model={self.d_model} "
+                f"(model.head_dim=0: d_k = d_model / num_heads; set it to choose d_k); "
                 f"valid num_heads: {', '.join(map(str, _divisors(self.d_model)))}")
-        if self.position is Position.ROTARY and self.head_dim % 2:
+        if self.position is Position.ROTARY and self.d_k % 2:
             raise ConfigError(
-                f"model.position='rotary' needs an even head dimension, got d_model/num_heads="
-                f"{self.d_model}/{self.num_heads}={self.head_dim}")
+                f"model.position='rotary' needs an even head dimension, got {self._d_k_text()}")
         if not self.causal_mask and self.arch is not Arch.DECODER:
             raise ConfigError(f"model.causal_mask=False needs model.arch='decoder': an "
                               f"{self.arch.value} has no causal mask to remove")
@@ -236,8 +242,14 @@ class ModelConfig:
                               f" valid with it: standard, depth_scaled, rezero")
 
     @property
-    def head_dim(self) -> int:
-        return self.d_model // self.num_heads
+    def d_k(self) -> int:
+        """Each head's width: `head_dim`, or d_model / num_heads where it is 0 (the default)."""
+        return self.head_dim or self.d_model // self.num_heads
+
+    def _d_k_text(self) -> str:
+        if self.head_dim:
+            return f"model.head_dim={self.head_dim}"
+        return f"d_model/num_heads={self.d_model}/{self.num_heads}={self.d_k}"
 
     @property
     def causal(self) -> bool:
@@ -335,7 +347,7 @@ ADDED_FIELDS = {"model.norm_type": "layernorm", "model.qk_norm": False,
                 "model.qk_init_scale": 1.0, "model.activation": "relu",
                 "model.embed_scale": True, "model.embed_norm": False, "model.token_types": 0,
                 "model.norm_eps": 1e-5, "model.branch_init": "standard",
-                "train.schedule": "cosine"}
+                "model.head_dim": 0, "train.schedule": "cosine"}
 IN_EVERY_FINGERPRINT = frozenset({"model.norm_type", "model.qk_norm"})
 
 

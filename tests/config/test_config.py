@@ -34,7 +34,7 @@ def test_from_config_parses_enums_and_keeps_the_rest():
     assert (cfg.position, cfg.norm, cfg.arch, cfg.head, cfg.attention, cfg.dtype) == (
         Position.ROTARY, Norm.PRE, Arch.ENCODER, Head.POOLED, AttentionImpl.FUSED,
         DType.BFLOAT16)
-    assert (cfg.vocab_size, cfg.num_outputs, cfg.d_model, cfg.num_heads, cfg.head_dim) == (
+    assert (cfg.vocab_size, cfg.num_outputs, cfg.d_model, cfg.num_heads, cfg.d_k) == (
         50, 50, 32, 4, 8)
     assert cfg.attn_scale is False and not cfg.causal
     # to_dict gives plain values that build the same config again
@@ -69,7 +69,7 @@ def test_heads_must_divide_d_model_and_the_message_lists_valid_head_counts():
 @given(d_model=st.integers(1, 64), num_heads=st.integers(1, 16))
 def test_any_head_count_is_valid_exactly_when_it_divides_d_model(d_model, num_heads):
     if d_model % num_heads == 0:
-        assert build(d_model=d_model, num_heads=num_heads, position="none").head_dim == (
+        assert build(d_model=d_model, num_heads=num_heads, position="none").d_k == (
             d_model // num_heads)
     else:
         message = config_error(d_model=d_model, num_heads=num_heads, position="none")
@@ -80,7 +80,7 @@ def test_any_head_count_is_valid_exactly_when_it_divides_d_model(d_model, num_he
 def test_rotary_needs_an_even_head_dimension():
     message = config_error(d_model=18, num_heads=6, position="rotary")
     assert "rotary" in message and "18/6=3" in message
-    assert build(d_model=18, num_heads=6, position="alibi").head_dim == 3  # only rotary cares
+    assert build(d_model=18, num_heads=6, position="alibi").d_k == 3  # only rotary cares
 
 
 @pytest.mark.parametrize("field, kind", [("position", Position), ("norm", Norm), ("arch", Arch),

@@ -11,7 +11,7 @@ from flax import nnx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import (assert_close, copy_mha_to_torch, kernel_and_bias,
+from conftest import (assert_close, copy_mha_to_flax, copy_mha_to_torch,
                       randomize_biases_and_scales)
 from transformer_jax import (MultiHeadAttention, attention_mask, fused_attention,
                              scaled_dot_product_attention)
@@ -184,14 +184,7 @@ def test_mha_matches_flax_nnx_multi_head_attention(rng, masked):
     mha = our_mha()
     flax_mha = nnx.MultiHeadAttention(num_heads=HEADS, in_features=D_MODEL, decode=False,
                                       deterministic=True, rngs=nnx.Rngs(1))
-    head_dim = D_MODEL // HEADS
-    for name in ("query", "key", "value"):
-        kernel, bias = kernel_and_bias(getattr(mha, name))
-        getattr(flax_mha, name).kernel[...] = kernel.reshape(D_MODEL, HEADS, head_dim)
-        getattr(flax_mha, name).bias[...] = bias.reshape(HEADS, head_dim)
-    kernel, bias = kernel_and_bias(mha.out)
-    flax_mha.out.kernel[...] = kernel.reshape(HEADS, head_dim, D_MODEL)
-    flax_mha.out.bias[...] = bias
+    copy_mha_to_flax(mha, flax_mha)
 
     x = jnp.asarray(rng.normal(0, 1, (BATCH, LENGTH, D_MODEL)).astype(np.float32))
     mask = causal_padding_mask()[1] if masked else None

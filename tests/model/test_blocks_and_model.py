@@ -103,7 +103,7 @@ def test_decoder_layers_output_at_i_has_zero_gradient_wrt_inputs_after_i(positio
     model = Transformer(cfg, rngs=nnx.Rngs(0))
     mask = attention_mask(None, LENGTH, causal=True)
     bias = pos.alibi_bias(cfg.num_heads, LENGTH, LENGTH) if position is Position.ALIBI else None
-    rotate = (pos.rotary_qk_transform(LENGTH, cfg.head_dim) if position is Position.ROTARY
+    rotate = (pos.rotary_qk_transform(LENGTH, cfg.d_k) if position is Position.ROTARY
               else None)
     graphdef, state = nnx.split(model.layers)
 

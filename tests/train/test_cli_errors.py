@@ -57,6 +57,8 @@ CASES = {
     "empty_text_file": (L, {"data.text_path": "{texts}/empty.txt"}, (), ["empty.txt", "is empty"]),
     "binary_text_file": (L, {"data.text_path": "{texts}/binary.bin"}, (), [
         "binary.bin", "is not UTF-8 text"]),
+    "bad_head_dim": (S, {"model.head_dim": -4}, (), [
+        "model.head_dim=-4", "must be a non-negative integer", "0: d_model / num_heads"]),
     "text_shorter_than_a_sequence": (L, {"data.text_path": "{texts}/short.txt"}, (), [
         "short.txt", "too short", "data.seq_len+1=33"]),
 }

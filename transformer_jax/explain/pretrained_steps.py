@@ -55,7 +55,7 @@ def pretrained_numbers(directory: Path, sentence: str, layer: int, head: int) ->
     found = {k: np.asarray(v) for k, v in found.items()}
     tokens = [tokenizer.id_to_token(int(i)) for i in batch.tokens[0]]
     return dict(found, tokens=tokens, layers=cfg.num_layers, heads=cfg.num_heads,
-                d_k=cfg.head_dim, d_model=cfg.d_model)
+                d_k=cfg.d_k, d_model=cfg.d_model)
 
 
 def check_layer_and_head(cfg, layer: int, head: int) -> None:

@@ -120,7 +120,7 @@ def embed(model: TraceModel, tokens: jax.Array, position: Position):
     elif position is Position.LEARNED:
         x = x + model.learned(length)
     bias = pos.alibi_bias(cfg.num_heads, length, length) if position is Position.ALIBI else None
-    rotate = pos.rotary_qk_transform(length, cfg.head_dim) if position is Position.ROTARY else None
+    rotate = pos.rotary_qk_transform(length, cfg.d_k) if position is Position.ROTARY else None
     return x, bias, rotate
 
 

@@ -197,31 +197,35 @@ def scaled_init(init: Callable, factor: float) -> Callable:
 
 
 class MultiHeadAttention(nnx.Module):
-    """h heads partition d_model; W_q, W_k, W_v project, W_o mixes the heads back.
+    """h heads of width d_k; W_q, W_k, W_v project d_model -> h·d_k, W_o mixes the heads back.
 
-    Parameters: 4·d_model² weights + 4·d_model biases, whatever the number of heads (+ 2·head_dim
-    norm scales with qk_norm: one LayerNorm γ for queries, one for keys, shared by the heads).
+    d_k is `head_dim`, or d_model / h when it is None (the paper's: the heads partition d_model).
+    Parameters: 4·d_model·h·d_k weights + 3·h·d_k + d_model biases (4·d_model² + 4·d_model at
+    the default), + 2·d_k norm scales with qk_norm: one LayerNorm γ for queries, one for keys,
+    shared by the heads.
     """
 
-    def __init__(self, d_model: int, num_heads: int, *, attn_scale: bool = True,
-                 qk_norm: bool = False, qk_init_scale: float = 1.0,
+    def __init__(self, d_model: int, num_heads: int, *, head_dim: Optional[int] = None,
+                 attn_scale: bool = True, qk_norm: bool = False, qk_init_scale: float = 1.0,
                  implementation: AttentionImpl = AttentionImpl.EXPLICIT,
                  dtype=jnp.float32, dense_matmul: DenseMatmul = DenseMatmul.COMPUTE,
                  rngs: nnx.Rngs):
-        if d_model % num_heads:
-            raise ValueError(f"num_heads={num_heads} does not divide d_model={d_model}")
+        if not head_dim and d_model % num_heads:
+            raise ValueError(f"num_heads={num_heads} does not divide d_model={d_model} "
+                             "(give head_dim to choose the heads' width)")
         self.num_heads = num_heads
-        self.head_dim = d_model // num_heads
+        self.head_dim = head_dim or d_model // num_heads
+        inner = num_heads * self.head_dim  # = d_model at the default
         self.attn_scale = attn_scale
         self.qk_norm = qk_norm
         self.implementation = implementation
-        linear = lambda init=LINEAR_INIT: Dense(d_model, d_model, matmul=dense_matmul,  # noqa: E731
-                                                dtype=dtype, kernel_init=init, rngs=rngs)
+        dense = lambda fan_in, fan_out, init=LINEAR_INIT: Dense(  # noqa: E731
+            fan_in, fan_out, matmul=dense_matmul, dtype=dtype, kernel_init=init, rngs=rngs)
         # W_q and W_k start at qk_init_scale times their usual draw: with d_k^(-1/4) each, an
         # unscaled model's Q·Kᵀ starts with the variance a scaled one's has (1 rather than d_k)
         qk_init = scaled_init(LINEAR_INIT, qk_init_scale)
-        self.query, self.key = linear(qk_init), linear(qk_init)
-        self.value, self.out = linear(), linear()
+        self.query, self.key = dense(d_model, inner, qk_init), dense(d_model, inner, qk_init)
+        self.value, self.out = dense(d_model, inner), dense(inner, d_model)
         norm = lambda: qk_layer_norm(self.head_dim, dtype=dtype, rngs=rngs)  # noqa: E731
         self.query_norm, self.key_norm = (norm(), norm()) if qk_norm else (None, None)
 
@@ -241,7 +245,7 @@ class MultiHeadAttention(nnx.Module):
         the training step, which never asks, pays nothing for it). head_mask [H] multiplies each
         head's output before W_o: 0 knocks a head out (Michel et al. 2019), 1 keeps it as it is.
         """
-        batch, length, d_model = x.shape
+        batch, length, _ = x.shape
         q, k, v = self.project(x)  # [B, T, H, D] each
         q, k = (self.query_norm(q), self.key_norm(k)) if self.qk_norm else (q, k)  # QK-norm
         if qk_transform is not None:  # e.g. rotary positions rotate q and k
@@ -262,5 +266,5 @@ class MultiHeadAttention(nnx.Module):
             heads = fused_attention(q, k, v, mask=dense, bias=bias, scale=scale)
         if head_mask is not None:  # head knock-out: [H] -> [1, 1, H, 1]
             heads = heads * head_mask.astype(heads.dtype)[None, None, :, None]
-        merged = heads.reshape(batch, length, d_model)  # concat heads: [B, T, H·D]
+        merged = heads.reshape(batch, length, self.num_heads * self.head_dim)  # concat: [B, T, H·D]
         return self.out(merged), found

@@ -103,8 +103,8 @@ def branch_scales(cfg: ModelConfig) -> tuple[float, float]:
 class Block(nnx.Module):
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         self.attention = MultiHeadAttention(
-            cfg.d_model, cfg.num_heads, attn_scale=cfg.attn_scale, qk_norm=cfg.qk_norm,
-            qk_init_scale=cfg.qk_init_scale, implementation=cfg.attention,
+            cfg.d_model, cfg.num_heads, head_dim=cfg.d_k, attn_scale=cfg.attn_scale,
+            qk_norm=cfg.qk_norm, qk_init_scale=cfg.qk_init_scale, implementation=cfg.attention,
             dtype=compute_dtype(cfg), dense_matmul=cfg.dense_matmul, rngs=rngs)
         self.feed_forward = FeedForward(cfg, rngs=rngs)
         pre, post = cfg.norm is Norm.PRE, cfg.norm is Norm.POST

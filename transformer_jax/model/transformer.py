@@ -161,7 +161,7 @@ class Transformer(nnx.Module):
         x = self.embeddings(tokens, padding_mask, token_types=token_types, dropout_key=embed_key)
 
         bias = pos.alibi_bias(cfg.num_heads, length, length) if cfg.position is Position.ALIBI else None
-        rotate = (pos.rotary_qk_transform(length, cfg.head_dim)
+        rotate = (pos.rotary_qk_transform(length, cfg.d_k)
                   if cfg.position is Position.ROTARY else None)
         # model.causal_mask=False lifts the causal mask in training only: evaluation, like
         # generation, has no future to look at, so a decoder always masks there, and what an
