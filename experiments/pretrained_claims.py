@@ -147,5 +147,8 @@ def get_study(size: str) -> Study:
             "design of this study changed",
             "c3185cb: kinds declared after the results (issue 63): each check and post hoc says "
             "why beside it; no threshold, variant or seed moved",
+            "632aaa3 (merging cc1d1dd, issue 68): checkpoint_claims.loaded, measured code, "
+            "refuses a missing checkpoint package in one line before loading; what it loads and "
+            "every value measured from it are as before",
         ),
     )
