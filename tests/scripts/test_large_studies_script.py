@@ -54,10 +54,13 @@ def _runs(workdir: Path, state: str) -> dict[Path, dict]:
 
 
 def _training(workdir: Path) -> bool:
-    """Whether a run is inside its training loop: it has flushed its first evaluation (a tiny
-    study's run evaluates every tenth of its steps), and it has not ended."""
-    return any(any(b"eval/loss" in f.read_bytes() for f in d.glob("events.out.tfevents.*"))
-               for d in _runs(workdir, "running"))
+    """Whether a run is inside its training loop: it has logged its first evaluation as a
+    scalar (a tiny study's run evaluates every tenth of its steps), and it has not ended. Read as
+    TensorBoard reads it: the tag alone is in the event file from the start, in the hparams'
+    list of metrics."""
+    from transformer_jax.train.summaries import read_scalars
+
+    return any(read_scalars(str(d)).get("eval/loss") for d in _runs(workdir, "running"))
 
 
 def test_smoke_stops_at_the_limit_with_a_checkpoint_and_resumes(tmp_path):

@@ -137,6 +137,7 @@ def test_an_arm_that_does_not_vary_the_field_alone_is_refused():
     grid.check(_study())  # the declared grid: fine
 
 
+@pytest.mark.slow  # a real sweep: it asks git for its provenance
 @pytest.mark.usefixtures("compilation_cache")
 def test_a_sweep_grows_the_grid_until_the_cap_and_records_the_grid_reached(tmp_path):
     """A two-point grid has no interior: the first stage's choice is at an edge for certain, so
