@@ -2,12 +2,13 @@
 each side door a referee found (a change to how pretrained_claims draws its random heads, to a
 package constant the experiments import, to a task's data generator) is planted in a scratch
 clone and must move the fingerprint, as history reads it, of exactly the studies that use it."""
+import collections
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from transformer_jax.studies import history, measured_code
+from transformer_jax.studies import history, measured_code, syntax
 from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,3 +99,24 @@ def test_every_results_file_is_a_studys_or_declared_the_projects(tmp_path):
     (tmp_path / "stray_notes.md").write_text("x")
     (tmp_path / "suite-main.json").write_text("{}")
     assert history.unowned(tmp_path, EXPERIMENTS) == ["stray_notes.md"]
+
+
+def test_what_a_run_put_in_a_cache_moves_no_fingerprint(monkeypatch):
+    """restore._RESTORED holds the checkpoints an earlier analysis restored: a process that ran
+    one (the suite's workers do) must read the same measured code as a fresh one."""
+    from transformer_jax.studies.analysis import restore
+    path = REPO / "experiments" / "heads.py"
+    fresh = load_study(path, "default")
+    filled = collections.OrderedDict({("a run",): object()})
+    monkeypatch.setattr(restore, "_RESTORED", filled)
+    again = load_study(path, "default")
+    assert again.measured_code() == fresh.measured_code()
+    assert again.fingerprint() == fresh.fingerprint()
+    assert ("transformer_jax/studies/analysis/restore.py", "_RESTORED") not in fresh.measured_code()
+    assert ("transformer_jax/studies/analysis/restore.py", "KEEP_RESTORED") in fresh.measured_code()
+
+
+def test_a_table_written_out_is_a_constant_and_a_cache_built_by_a_call_is_not():
+    text = "TABLE = {'a': 1}\nLIST = [1, 2]\nCACHE = collections.OrderedDict()\nMEMO = dict()\n"
+    assert [syntax.bound_to_display(text, n) for n in ("TABLE", "LIST", "CACHE", "MEMO")] == \
+        [True, True, False, False]

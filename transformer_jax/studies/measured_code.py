@@ -63,7 +63,7 @@ def refs(study, experiment: Optional[Path] = None) -> tuple[Ref, ...]:
     """The (file, name) pairs of the code that computes what `study` judges (module docstring);
     `experiment`: its file, whose imports from the package count too."""
     found: dict[Ref, None] = {}
-    seen: set[int] = set()
+    seen: dict[int, Any] = {}  # id -> the object, kept alive so that no id is used twice
     roots = [*_callables(list(study.analyses)), *_callables([study.evaluate]),
              *(_named(m, n) for m, n in EVALUATION), *_task_roots(study)]
     for obj in roots:
@@ -150,14 +150,14 @@ def _callables(objects: list[Any]) -> list[Any]:
     return out
 
 
-def _follow(obj: Any, found: dict[Ref, None], seen: set[int]) -> None:
+def _follow(obj: Any, found: dict[Ref, None], seen: dict[int, Any]) -> None:
     """Adds `obj` (a function or class) if it is measuring code, and follows the names its
     syntax tree reads: measuring functions, classes and module constants, recursively. Code
     outside the package (an experiment file's lambda) is followed but not added: its own file
     is the design's."""
     if id(obj) in seen:
         return
-    seen.add(id(obj))
+    seen[id(obj)] = obj
     module = getattr(obj, "__module__", None) or ""
     ours = measuring(module) and _top_name(obj) not in JUDGING_NAMES.get(module, ())
     if not ours and not module.startswith(EXPERIMENT_MODULE):
@@ -189,7 +189,7 @@ def _trees_and_scopes(obj: Any) -> list[tuple[Any, dict]]:
     return [(n, scope) for n in syntax.function_node(obj.__code__, text)]
 
 
-def _resolve(name: str, scope: dict, found: dict[Ref, None], seen: set[int]) -> None:
+def _resolve(name: str, scope: dict, found: dict[Ref, None], seen: dict[int, Any]) -> None:
     head, _, attr = name.partition(".")
     if head not in scope:
         return
@@ -197,11 +197,11 @@ def _resolve(name: str, scope: dict, found: dict[Ref, None], seen: set[int]) -> 
     if isinstance(value, types.ModuleType):
         if not attr or not hasattr(value, attr):
             return
-        if measuring(value.__name__) and _is_constant(getattr(value, attr)):
+        if measuring(value.__name__) and _is_constant(getattr(value, attr), value.__name__, attr):
             _add_name((_file(value.__name__), attr), found, seen)
             return
         value = getattr(value, attr)
-    elif _is_constant(value) and measuring(scope.get("__name__", "")):
+    elif measuring(scope.get("__name__", "")) and _is_constant(value, scope["__name__"], head):
         _add_name((_file(scope["__name__"]), head), found, seen)
         return
     value = inspect.unwrap(value) if callable(value) and hasattr(value, "__wrapped__") else value
@@ -212,7 +212,7 @@ def _resolve(name: str, scope: dict, found: dict[Ref, None], seen: set[int]) -> 
             _follow(obj, found, seen)
 
 
-def _add_name(ref: Ref, found: dict[Ref, None], seen: set[int]) -> None:
+def _add_name(ref: Ref, found: dict[Ref, None], seen: dict[int, Any]) -> None:
     """A module-level name of a measuring file: where it is bound there (a constant, or what
     the file imports from another measuring module: followed to where it is defined)."""
     path, name = ref
@@ -245,11 +245,19 @@ def _imported(experiment: Path) -> list[Ref]:
     return out
 
 
-def _is_constant(value: Any) -> bool:
-    if isinstance(value, (tuple, list, frozenset, set)):
-        return all(_is_constant(v) for v in value)
-    if isinstance(value, dict):
-        return all(_is_constant(k) and _is_constant(v) for k, v in value.items())
+def _is_constant(value: Any, module: str, name: str) -> bool:
+    """Whether module `module`'s `name`, bound to `value`, is a constant. A mutable container
+    is one only where the source binds it to a display (`{...}`, `[...]`): a cache built by a
+    call (`_RESTORED = OrderedDict()`) is state, and what a run has put in it must not decide
+    the refs, so the fingerprint is the same in every process."""
+    if isinstance(value, (dict, list, set)):
+        return syntax.bound_to_display(read_disk(_file(module)) or "", name)
+    return _plain(value)
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, (tuple, frozenset)):
+        return all(_plain(v) for v in value)
     return isinstance(value, (bool, int, float, str, type(None)))
 
 

@@ -64,6 +64,14 @@ def _bindings(text: str) -> dict[str, ast.stmt]:
     return found
 
 
+def bound_to_display(text: str, name: str) -> bool:
+    """Whether module source `text` binds `name` at its top level to a dict, list or set
+    display (a literal written out, not a call that builds one)."""
+    node = _bindings(text).get(name)
+    value = getattr(node, "value", None)
+    return isinstance(value, (ast.Dict, ast.List, ast.Set))
+
+
 def _names_bound(node: ast.stmt) -> list[str]:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [node.name]
