@@ -23,6 +23,8 @@ import ast
 import asyncio
 import contextlib
 import functools
+import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -135,20 +137,34 @@ def _resolved(obj, attributes):
 
 def _imported_inside(tree) -> dict:
     """The names a function's own `import` lines bind, for the modules already imported (a test
-    runs after its module, and what that imports, has been)."""
+    runs after its module, and what that imports, has been) and for the tests' own helpers
+    (fork_server), imported here: whether an earlier test had imported them must not decide
+    a test's lane (`-k` on one file would then fail where the whole suite passes)."""
     bound = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 top = alias.name if alias.asname else alias.name.split(".")[0]
-                if top in sys.modules:
+                if _module(top) is not None:
                     bound[alias.asname or top] = sys.modules[top]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in sys.modules:
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and _module(node.module):
             module = sys.modules[node.module]
             for alias in node.names:
                 if hasattr(module, alias.name):
                     bound[alias.asname or alias.name] = getattr(module, alias.name)
     return bound
+
+
+def _module(name: str):
+    """The module `name` if it is imported, or is a helper of the tests or scripts (imported
+    now); else None."""
+    if name in sys.modules:
+        return sys.modules[name]
+    with contextlib.suppress(ImportError, ValueError):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin and _is_helper_file(spec.origin):
+            return importlib.import_module(name)
+    return None
 
 
 def _dotted(node) -> list[str]:

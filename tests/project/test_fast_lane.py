@@ -72,6 +72,19 @@ def test_the_finder_follows_what_a_function_uses_to_a_process(function, starts):
     assert fast_lane.ProcessFinder().starts_process(function) is starts
 
 
+def _imports_the_fork_server_inside():
+    from fork_server import run_command
+    return run_command(["true"])
+
+
+def test_a_helper_imported_inside_the_test_is_followed_whether_or_not_imported_before(
+        monkeypatch):
+    """`-k` on one file must mark a test as the whole suite does: there, an earlier test may
+    have imported fork_server; here no module has."""
+    monkeypatch.delitem(sys.modules, "fork_server")
+    assert fast_lane.ProcessFinder().starts_process(_imports_the_fork_server_inside)
+
+
 def _item(function, fixtures=None):
     """A collected test as starts_process reads it: its function and its fixtures' functions."""
     fixtures = fixtures or {}
