@@ -4,6 +4,7 @@ cap is respected, a resumed sweep trains no finished stage again, and only the j
 count. (That an extended run is the run trained straight: tests/train/test_extend.py.)"""
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 from pathlib import Path
 
@@ -194,3 +195,46 @@ def test_a_fixed_budget_says_so_and_shows_each_variants_late_change():
 def test_nothing_trained_or_measured_has_no_budget_section():
     assert verdict_text.plateau_lines(_fixed_record([0], {"a": None})) == []  # evaluation-only
     assert verdict_text.plateau_lines(_fixed_record([300], {"a": None, "b": None})) == []
+
+
+class _InlinePool:
+    """jobs._Pool without processes: a task runs as it is submitted, so the order of
+    FakeTrainer.trained is the order in which the sweep started its tasks."""
+
+    def __init__(self, jobs, terminal_level):
+        self.stopping = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *error):
+        return None
+
+    def submit(self, fn, task):
+        future = cf.Future()
+        future.set_result(fn(task))
+        return future
+
+    def stop(self, signal_workers):
+        self.stopping = True
+
+
+def test_a_next_stage_joins_the_running_pool_before_other_studies_finish(tmp_path, monkeypatch):
+    """With workers, a plateau study's next stage starts as soon as it is decided, ahead of
+    another study's runs still waiting: no worker idles at a stage's end (issue 69)."""
+    fake = FakeTrainer(monkeypatch)
+    staged = _study()
+    plain = _study(name="plain", plateau=None, expectations=(),
+                   variants={f"plain_{i}": {"train.learning_rate": 1e-3 * i} for i in (1, 2, 3)})
+    studies = {s.name: s for s in (staged, plain)}
+    monkeypatch.setattr(jobs_lib, "_Pool", _InlinePool)
+    monkeypatch.setattr(jobs_lib, "_execute_in_worker",
+                        lambda task: fake.execute(task, studies[task.study]))
+    entries = [(s, str(tmp_path / s.name), f"{s.name}.py") for s in (plain, staged)]
+    assert sweep.run_studies(entries, (0, 1), jobs=2, size="tiny") == {"plain": True,
+                                                                      "plateau": True}
+    order = [(v, b) for v, _, b in fake.trained]
+    last_plain = max(i for i, (v, _) in enumerate(order) if v in plain.variants)
+    assert order.index(("slow", 20)) < last_plain  # the next stage began before plain ended
+    assert sorted({(a, b) for _, a, b in fake.trained if b > 10}) == [(10, 20), (20, 30),
+                                                                       (30, 40)]

@@ -88,27 +88,38 @@ def diverged_runs(task: Task) -> dict[int, dict]:
 
 def run_tasks(tasks: Sequence[Task], studies: dict, jobs: int,
               done: Callable[[Task, list[dict]], bool],
-              tick: Optional[Callable[[], None]] = None) -> None:
-    """Runs `tasks`; calls done(task, statuses) as each ends. When `done` returns False (a run
-    was preempted) no further task starts. jobs=1: in order, in this process. `tick`: called
-    about every second while workers train (a progress bar's clock)."""
+              tick: Optional[Callable[[], None]] = None,
+              added: Optional[Callable[[], Sequence[Task]]] = None) -> None:
+    """Runs `tasks`; calls done(task, statuses) as each ends, then `added()` for the tasks
+    that ending made (a plateau budget's next stage, a grid's next candidates), which join the
+    queue at once: no worker waits for a stage to end. When `done` returns False (a run was
+    preempted) no further task starts. jobs=1: in order, in this process. `tick`: called about
+    every second while workers train (a progress bar's clock). `studies`: name -> study, read
+    when a task starts (a grown grid's study replaces its entry)."""
+    more = added or (lambda: ())
     if jobs <= 1:
-        for task in tasks:
+        pending = list(tasks)
+        while pending:
+            task = pending.pop(0)
             if not done(task, execute(task, studies[task.study])):
                 return
+            pending += more()
         return
-    # Probes first (seconds; a study's verdict waits for them), then the longest variants: the
-    # last to end is short.
-    ordered = sorted(tasks, key=lambda t: (t.variant is not None, -t.cost))
+    queue = _Queue(tasks, studies)
     from transformer_jax.train import cli
     with _Pool(jobs, cli.terminal_level()) as pool:
-        futures = {pool.submit(_execute_in_worker, t): t for t in ordered}
-        running = set(futures)
-        while running:
-            ended, running = cf.wait(running, timeout=1.0, return_when=cf.FIRST_COMPLETED)
+        running: dict[cf.Future, Task] = {}
+        while queue or running:
+            while queue and len(running) < jobs and not pool.stopping:
+                task = queue.pop()
+                running[pool.submit(_execute_in_worker, task)] = task
+            if not running:
+                return
+            ended, _ = cf.wait(running, timeout=1.0, return_when=cf.FIRST_COMPLETED)
             if tick is not None:
                 tick()
             for future in ended:
+                task = running.pop(future)
                 if future.cancelled():
                     continue
                 try:
@@ -117,8 +128,39 @@ def run_tasks(tasks: Sequence[Task], studies: dict, jobs: int,
                     if pool.stopping:
                         continue  # a worker ended by our SIGTERM outside its training loop
                     raise
-                if not done(futures[future], statuses) or pool.stopping:
+                if not done(task, statuses) or pool.stopping:
                     pool.stop(signal_workers=False)
+                    queue.clear()
+                else:
+                    queue.extend(more())
+
+
+class _Queue:
+    """The tasks not started yet, the next one first: probes (seconds; a study's verdict waits
+    for them), then the tasks of studies with a later stage (a plateau budget, a grid that may
+    grow), so that stage is decided while other studies still train, then the longest."""
+
+    def __init__(self, tasks: Sequence[Task], studies: dict):
+        self.studies, self.tasks = studies, []
+        self.extend(tasks)
+
+    def _order(self, task: Task) -> tuple:
+        study = self.studies.get(task.study)
+        staged = any(getattr(study, stage, None) is not None
+                     for stage in ("plateau", "extend_grid"))
+        return task.variant is not None, not staged, -task.cost
+
+    def extend(self, tasks: Sequence[Task]) -> None:
+        self.tasks = sorted([*self.tasks, *tasks], key=self._order)
+
+    def pop(self) -> Task:
+        return self.tasks.pop(0)
+
+    def clear(self) -> None:
+        self.tasks = []
+
+    def __bool__(self) -> bool:
+        return bool(self.tasks)
 
 
 class _Pool:

@@ -6,7 +6,7 @@ the pool starts no further task (its `done` returns False); rerunning the comman
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Optional
 
 from absl import logging
 
@@ -18,6 +18,12 @@ from transformer_jax.studies import report
 from transformer_jax.studies import terminal
 from transformer_jax.studies.publish import publish
 from transformer_jax.train import workdir as workdir_lib
+
+
+# (study name, its next plateau budget or None, its grown study or None) -> what the sweep
+# finds for that study's next stage (sweep.survey of that study alone)
+Restage = Callable[[str, Optional[int], Optional[grid_lib.Study]],
+                   tuple[list[plan_lib.Found], plan_lib.Linked]]
 
 
 class Readiness:
@@ -43,39 +49,56 @@ class Readiness:
 
 
 class Sweep:
-    """One sweep's run of its plan: `done` is the job pool's callback for each task."""
+    """One sweep's run of its plan: `done` is the job pool's callback for each task. A study
+    whose plateau budget extends or whose grid grows gets its next stage's tasks at once
+    (`restage`), which join the running pool (`added`)."""
 
     def __init__(self, plan: plan_lib.Plan, found: Iterable[plan_lib.Found], size: str,
-                 shard: tuple[int, int], progress: terminal.JobProgress):
+                 shard: tuple[int, int], progress: terminal.JobProgress,
+                 restage: Optional[Restage] = None, jobs: int = 1):
         self.plan, self.size, self.shard, self.progress = plan, size, shard, progress
+        self.restage, self.jobs = restage, jobs
         self.found = {f.study.name: f for f in found}
+        self.studies = {name: f.study for name, f in self.found.items()}  # read as tasks start
         self.readiness = Readiness(plan.waits)
+        self.trains = set(plan.trains)
         self.reported = {name: False for name in self.found}
-        # plateau studies whose runs train on -> their next budget: the sweep's next stage
+        self.queued: list[jobs_lib.Task] = []  # a next stage's tasks, for the pool
+        # plateau studies whose runs train on -> their next budget
         self.extended: dict[str, int] = {}
-        # studies whose tuned grids grow -> the study with the new candidates: likewise
+        # studies whose tuned grids grow -> the study with the new candidates
         self.grown: dict[str, grid_lib.Study] = {}
 
     def run(self, jobs: int) -> dict[str, bool]:
-        """Runs every task; returns study name -> whether its report was written."""
+        """Runs every task, a next stage's too; returns study name -> whether its report was
+        written."""
+        self.jobs = jobs
         self.announce()
         self.progress.start(jobs)
         for name in self.readiness.ready_now():  # nothing left to run
             self.report_if_ended(name)
-        studies = {name: f.study for name, f in self.found.items()}
         try:
-            jobs_lib.run_tasks(self.plan.tasks, studies, jobs, self.done, tick=self.progress.tick)
+            jobs_lib.run_tasks([*self.plan.tasks, *self.take_queued()], self.studies, jobs,
+                               self.done, tick=self.progress.tick, added=self.take_queued)
         finally:
             self.progress.close()
         return self.reported
 
-    def announce(self) -> None:
-        """Tells the progress lines each study and what becomes of each of its variants."""
-        for name, found in self.found.items():
-            self.progress.add_study(found.study, found.root)
-            for v in self.plan.variants[name]:
+    def take_queued(self) -> list[jobs_lib.Task]:
+        queued, self.queued = self.queued, []
+        return queued
+
+    def announce(self, plan: Optional[plan_lib.Plan] = None,
+                 found: Optional[Iterable[plan_lib.Found]] = None) -> None:
+        """Tells the progress lines each study and what becomes of each of its variants (of
+        the sweep's plan, or of a next stage's)."""
+        plan = plan or self.plan
+        for f in found if found is not None else list(self.found.values()):
+            name = f.study.name
+            self.progress.add_study(f.study, f.root)
+            for v in plan.variants[name]:
                 if v.what == plan_lib.ENDED:
-                    states = {workdir_lib.read_status(found.root / v.variant / f"seed_{s}")["state"]
+                    states = {workdir_lib.read_status(f.root / v.variant / f"seed_{s}")["state"]
                               for s in v.seeds}
                     logging.info("[%s] %s, seeds %s: already %s; nothing to do", name,
                                  v.variant, list(v.seeds), "/".join(sorted(states)))
@@ -103,16 +126,36 @@ class Sweep:
             logging.info("[%s] %d of %d runs not ended yet; the report follows when they are",
                          name, missing, len(runs))
             return
-        if found.study.extend_grid is not None and self.grows(found):
-            return  # the grid first, at this budget: the plateau then judges the arms' best
-        if found.study.plateau is not None and self.extends(found):
+        # the grid first, at this budget: the plateau then judges the arms' best
+        if (found.study.extend_grid is not None and self.grows(found)) or \
+                (found.study.plateau is not None and self.extends(found)):
+            self.next_stage(name)
             return
         publish(found.study, found.root, experiment=found.experiment, size=self.size,
-                shard=self.shard, trained=name in self.plan.trains)
+                shard=self.shard, trained=name in self.trains)
         if found.study.extend_grid is not None:
             grid_lib.write_into_record(found.study, found.root)
         self.reported[name] = True
         self.progress.study_reported(name)
+
+    def next_stage(self, name: str) -> None:
+        """The study's next stage (its grid's new candidates, or its runs trained on to the
+        next budget): surveyed and planned now, its tasks queued for the running pool; with no
+        `restage` (a caller that runs stages itself) it only stays unreported."""
+        if self.restage is None:
+            return
+        found, linked = self.restage(name, self.extended.pop(name, None),
+                                     self.grown.pop(name, None))
+        planned = plan_lib.plan(found, linked, self.shard, self.jobs, self.size)
+        self.announce(planned, found)
+        for f in found:
+            self.found[f.study.name] = f
+            self.studies[f.study.name] = f.study
+        self.readiness.waiting.update({n: set(keys) for n, keys in planned.waits.items()})
+        self.trains |= planned.trains
+        self.queued += planned.tasks
+        if not planned.waits[name]:  # a resumed sweep: that stage had ended before
+            self.report_if_ended(name)
 
     def grows(self, found: plan_lib.Found) -> bool:
         """Whether a seed of a tuned arm chose an edge of its grid under the cap: then the next

@@ -110,22 +110,21 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
                 jobs: int = 1, size: str = "default",
                 progress: Optional[terminal.JobProgress] = None) -> dict[str, bool]:
     """(study, workdir, experiment file) each: its runs as tasks (`jobs`), each study's report
-    as soon as its last run ends. Returns study name -> whether its report was written.
+    as soon as its last run ends; a plateau budget's or a grid's next stage joins the running
+    pool as soon as it is decided. Returns study name -> whether its report was written.
     `progress` prints a line per variant and each verdict (a new one on stdout if None)."""
     if jobs > 1 and any(experiment is None for _, _, experiment in studies):
         raise ValueError("jobs > 1 needs each study's experiment file (workers load it)")
     progress = progress or terminal.JobProgress()
-    reported, pending, budgets, grown = {}, list(studies), {}, {}
-    while pending:  # a stage of every study; then again those a plateau budget or grid extends
-        found, linked = survey(pending, budgets, grown)
-        planned = plan_lib.plan(found, linked, shard, jobs, size)
-        stage = schedule.Sweep(planned, found, size, shard, progress)
-        reported.update(stage.run(jobs))
-        budgets, grown = stage.extended, stage.grown
-        pending = [entry for entry in pending if entry[0].name in {*budgets, *grown}]
-        if pending:
-            progress.next_stage()
-    return reported
+    entries = {entry[0].name: entry for entry in studies}
+
+    def restage(name: str, budget: Optional[int], grown: Optional[study_lib.Study]):
+        return survey([entries[name]], {name: budget} if budget else {},
+                      {name: grown} if grown else {})
+
+    found, linked = survey(studies)
+    planned = plan_lib.plan(found, linked, shard, jobs, size)
+    return schedule.Sweep(planned, found, size, shard, progress, restage, jobs).run(jobs)
 
 
 def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]],

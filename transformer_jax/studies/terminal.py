@@ -203,10 +203,9 @@ class JobProgress:
         self.skipped = 0
         self.shared = 0  # variants whose runs another variant trains (the same config)
         self.cost_total = self.cost_done = 0.0
-        self.t0 = self.stage_t0 = time.perf_counter()
+        self.t0 = time.perf_counter()
         self.verdicts: dict[str, StudyVerdict] = {}
         self.diverged: dict[str, int] = {}
-        self.stage = 0  # a plateau budget's extensions: next_stage
 
     def add_study(self, study: Study, root: Path) -> None:
         self.studies[study.name] = (study, Path(root))
@@ -242,16 +241,7 @@ class JobProgress:
             self.bar = tqdm(total=self.variants, initial=self.done, unit="variant",
                             bar_format="{n}/{total} variants |{bar}| {elapsed}{postfix}",
                             leave=False, file=sys.stderr)
-        self.stage_t0 = time.perf_counter()  # the time left: from this stage's pace
-        if not self.stage:  # the clock runs on over a plateau budget's stages
-            self.t0 = self.stage_t0
-
-    def next_stage(self) -> None:
-        """A plateau budget's next stage: the variants it trains are counted afresh (the
-        verdicts and the clock go on)."""
-        self.variants, self.done, self.skipped, self.shared = 0, 0, 0, 0
-        self.cost_total = self.cost_done = 0.0
-        self.stage += 1
+        self.t0 = time.perf_counter()
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -260,7 +250,7 @@ class JobProgress:
         """Seconds left, from the time per unit of cost (`jobs.cost`) of the variants done."""
         if self.cost_done <= 0:
             return None
-        spent = time.perf_counter() - self.stage_t0
+        spent = time.perf_counter() - self.t0
         return spent * max(self.cost_total - self.cost_done, 0.0) / self.cost_done
 
     def variant_done(self, study: str, variant: str, cost: float,
