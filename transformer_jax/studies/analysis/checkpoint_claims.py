@@ -15,19 +15,35 @@ run (one point at step 0):
 
 A `random_<role>` variant knocks out `evaluation.random_sets` random sets of heads, each the
 size of the role's group, and its embedding_distance is their mean; it has no other metric.
+Two controls a referee accepts (issue 65) have only embedding_distance too:
+
+- `matched_<role>` (`ablation.matched`): on each sentence, `evaluation.draws` random sets
+  matched to the role's group by layer, with the group and every head at or above any role's
+  threshold kept out, drawn afresh per sentence (`head_controls.plan_control`, keyed by the
+  unit); the value is the sentence's mean over its sets. A group that leaves a layer no room
+  for a matched set gives NaN (the comparison is then refused, not judged);
+- `yardstick_residual_L<i>`, `yardstick_norm_L<i>` (`ablation.yardstick`): the removal's
+  change at block i's output replaced by `evaluation.draws` random changes of the same norm,
+  drawn afresh per sentence (`yardsticks.measure`); the value is their mean distance.
+
+The roles are fitted on sentences the claims are not judged on: the first
+`evaluation.role_sentences` of the text, and the units are the sentences after them.
 """
 from __future__ import annotations
 
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from absl import logging
 
 import numpy as np
 
 from transformer_jax.model.pretrained import (PretrainedError, load_bert, require_packages,
                                               tokenize)
 from transformer_jax.studies.analysis import checkpoint_roles as roles_lib
+from transformer_jax.studies.analysis import head_controls, yardsticks
 from transformer_jax.studies.analysis.checkpoint_probe import (Ablation, CheckpointProbe,
                                                                attention_entropy,
                                                                cosine_distance, pad_batch)
@@ -72,7 +88,7 @@ class Runner:
 
     def __init__(self, directory: str, rows: int, length: int):
         self.model, self.tokenizer, self.probe = loaded(directory)
-        self.rows, self.length = rows, length
+        self.directory, self.rows, self.length = directory, rows, length
         self.punctuation = roles_lib.punctuation_ids(self.tokenizer)
 
     def fits(self, sentence: str) -> bool:
@@ -131,19 +147,39 @@ def evaluate(study, root: Path) -> dict[tuple[str, int], dict[str, Any]]:
     groups = roles_lib.role_groups(scores, e.threshold, e.min_group)
     write_roles(root, scores, groups, len(role_texts), e.threshold)
     intact, _ = runner.run(texts, Ablation())
+    context = Context(runner, texts, pairs, intact, scores, groups, tuple(study.seeds))
     runs = {}
     for variant in study.variants:
-        config = study.config(variant, study.seeds[0])
-        if config.ablation.random:
-            distance = random_distance(runner, texts, intact, len(groups[config.ablation.random]),
-                                       e.random_sets, e.random_seed)
-            values = {"embedding_distance": distance}
-        else:
-            values = measure(runner, texts, pairs, intact,
-                             ablation_of(config, groups, runner.model.cfg))
+        values = variant_values(context, study.config(variant, study.seeds[0]))
         runs.update({(variant, s): as_run({k: v[i] for k, v in values.items()})
                      for i, s in enumerate(study.seeds)})
     return runs
+
+
+class Context(NamedTuple):
+    """What every variant is measured against: the runner, the judged sentences and swap pairs,
+    the intact embeddings, the role scores [L, H, roles] and groups, the units' ids."""
+    runner: "Runner"
+    texts: list
+    pairs: list
+    intact: np.ndarray
+    scores: np.ndarray
+    groups: dict
+    units: tuple
+
+
+def variant_values(c: Context, config) -> dict[str, np.ndarray]:
+    """One variant's metrics per unit [N], by what its `ablation.*` config takes out."""
+    a, e, cfg = config.ablation, config.evaluation, c.runner.model.cfg
+    if a.random:
+        return {"embedding_distance": random_distance(
+            c.runner, c.texts, c.intact, len(c.groups[a.random]), e.random_sets, e.random_seed)}
+    if a.get("matched"):
+        return {"embedding_distance": matched_distance(c, c.groups[a.matched], e)}
+    ablation = ablation_of(config, c.groups, cfg)
+    if a.get("yardstick"):
+        return {"embedding_distance": yardstick_distance(c, ablation, e.draws)}
+    return measure(c.runner, c.texts, c.pairs, c.intact, ablation)
 
 
 def measure(runner: Runner, texts: list, pairs: list, intact: np.ndarray,
@@ -171,6 +207,39 @@ def random_distance(runner: Runner, texts: list, intact: np.ndarray, size: int, 
         mask = roles_lib.head_mask(chosen, cfg.num_layers, cfg.num_heads)
         total = total + cosine_distance(runner.run(texts, Ablation(head_mask=mask))[0], intact)
     return total / sets
+
+
+def matched_distance(c: Context, group: list, e) -> np.ndarray:
+    """[N]: each sentence's mean distance from intact over its `e.draws` matched random sets
+    (the module docstring); NaN everywhere when no matched set exists."""
+    cfg = c.runner.model.cfg
+    try:
+        plan = head_controls.plan_control((cfg.num_layers, cfg.num_heads), group, c.scores,
+                                          e.threshold, c.units, e.draws, e.draw_seed)
+    except head_controls.ControlError as error:
+        logging.warning("no matched control for %s: %s", group, error)
+        return np.full(len(c.units), np.nan)
+    one = Runner(c.runner.directory, 1, c.runner.length)  # a sentence at a time: its own sets
+    out = []
+    for i, unit in enumerate(c.units):
+        masks = [roles_lib.head_mask(heads, cfg.num_layers, cfg.num_heads)
+                 for heads in plan[unit][1:]]
+        distances = [cosine_distance(one.run([c.texts[i]], Ablation(head_mask=m))[0],
+                                     c.intact[i:i + 1])[0] for m in masks]
+        out.append(np.mean(distances))
+    return np.array(out)
+
+
+def yardstick_distance(c: Context, ablation: Ablation, draws: int) -> np.ndarray:
+    """[N]: each sentence's mean distance from intact over `draws` random changes of the
+    removal's norm at its block's output (`yardsticks.measure`, batch by batch)."""
+    out, start = [], 0
+    for n, batch in c.runner.batches(c.texts):
+        found = yardsticks.measure(c.runner.probe, batch, ablation,
+                                   units=c.units[start:start + n], draws=draws)
+        out.append(found.yardstick_effects.mean(axis=1))
+        start += n
+    return np.concatenate(out)
 
 
 def as_run(values: dict[str, float]) -> dict[str, Any]:
