@@ -189,5 +189,9 @@ def get_study(size: str) -> Study:
             "632aaa3 (merging cc1d1dd, issue 68): checkpoint_claims.loaded, measured code, "
             "refuses a missing checkpoint package in one line before loading; what it loads and "
             "every value measured from it are as before",
+            "dc46e9b (issue 65): the matched head-set controls and the same-norm perturbation "
+            "yardsticks, their variants and 17 findings, registered after the first results and "
+            "before any value of theirs was seen; the original expectations stay as registered, "
+            "and every variant is evaluated again with the code beside them",
         ),
     )
