@@ -79,7 +79,8 @@ _BLOBS: dict[str, str] = {}  # blob -> text
 _NAMES: dict[str, frozenset[str]] = {}  # blob -> the *.py names in it
 _DESIGNS: dict[tuple, tuple[str, str]] = {}  # (name, size, (path, blob)s) -> fingerprints
 _PARENTS: dict[str, list[str]] = {}  # commit -> its parents
-_BEFORE: dict[tuple[str, str], bool] = {}  # (first, second) -> first strictly before second
+_ANCESTORS: dict[str, frozenset[str]] = {}  # commit -> itself and every commit before it
+_COLUMNS: dict[tuple[str, str], list[str]] = {}  # (commit, study) -> its summary's columns
 _MEASURED: dict[tuple, str] = {}  # (refs, their files' blobs) -> the measured code's digest
 
 
@@ -252,8 +253,11 @@ class Repository:
     def summary_columns(self, commit: str, name: str) -> list[str]:
         """The columns of the study's summary.csv at `commit` (the metrics its results showed;
         []: none there)."""
-        text = provenance.git(self.repo, "show", f"{commit}:{RESULTS}/{name}_summary.csv")
-        return text.splitlines()[0].split(",") if text else []
+        key = (commit, name)
+        if key not in _COLUMNS:  # a commit's files never change: one git call per pair
+            text = provenance.git(self.repo, "show", f"{commit}:{RESULTS}/{name}_summary.csv")
+            _COLUMNS[key] = text.splitlines()[0].split(",") if text else []
+        return _COLUMNS[key]
 
     def history(self, name: str, size: str, today: str) -> History:
         """The study's fingerprint through history, judged against `today`'s fingerprint. A
@@ -273,14 +277,24 @@ class Repository:
         return History(name, design, results, tuple(changes), late)
 
     def _parents(self, commit: str) -> list[str]:
-        if commit not in _PARENTS:  # a commit's parents never change: one git call per commit
-            line = self._lines("rev-list", "--parents", "-n", "1", commit)[0]
-            _PARENTS[commit] = line.split()[1:]
+        if commit not in _PARENTS:  # a commit's parents never change: the graph read once
+            for line in self._lines("rev-list", "--parents", commit):
+                head, *parents = line.split()
+                _PARENTS[head] = parents
         return _PARENTS[commit]
 
     def strictly_before(self, first: str, second: str) -> bool:
-        """Whether commit `first` is an ancestor of `second` and not `second` itself."""
-        if (first, second) not in _BEFORE:  # commits never change: one git call per pair
-            _BEFORE[(first, second)] = first != second and provenance.git(
-                self.repo, "merge-base", "--is-ancestor", first, second) is not None
-        return _BEFORE[(first, second)]
+        """Whether commit `first` is an ancestor of `second` and not `second` itself (from the
+        parent graph, read once: a git call per pair took 1,646 calls a check)."""
+        return first != second and first in self._ancestors(second)
+
+    def _ancestors(self, commit: str) -> frozenset[str]:
+        if commit not in _ANCESTORS:
+            seen, todo = set(), [commit]
+            while todo:
+                for parent in self._parents(todo.pop()):
+                    if parent not in seen:
+                        seen.add(parent)
+                        todo.append(parent)
+            _ANCESTORS[commit] = frozenset(seen | {commit})
+        return _ANCESTORS[commit]
