@@ -189,6 +189,10 @@ def get_study(size: str) -> Study:
             "632aaa3 (merging cc1d1dd, issue 68): checkpoint_claims.loaded, measured code, "
             "refuses a missing checkpoint package in one line before loading; what it loads and "
             "every value measured from it are as before",
+            "49aed4a (merging the issue 65 branch): added analysis/head_controls.py and "
+            "yardsticks.py, which this study's measured code reads from dc46e9b on; history "
+            "reads each commit with today's references, so the design moves where those files "
+            "appear; nothing this study measured changed there",
             "dc46e9b (issue 65): the matched head-set controls and the same-norm perturbation "
             "yardsticks, their variants and 17 findings, registered after the first results and "
             "before any value of theirs was seen; the original expectations stay as registered, "
