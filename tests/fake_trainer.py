@@ -22,7 +22,6 @@ class FakeTrainer:
         monkeypatch.setattr(report, "collect", self.collect)
         monkeypatch.setattr(schedule, "publish", lambda study, *a, **k:
                             self.published.append(study.name))
-        monkeypatch.setattr(grid, "write_into_record", lambda study, root: None)  # no record
 
     def execute(self, task, study, progress_bar=True):
         statuses = []

@@ -151,6 +151,8 @@ def test_a_sweep_grows_the_grid_until_the_cap_and_records_the_grid_reached(tmp_p
     record = json.loads((root / "verdict.json").read_text())
     reached = record["tuning"]["unscaled"]["grid"]
     assert reached["declared"] == [1e-3, 1e-2] and 3 <= len(reached["reached"]) <= 4
+    assert "Grid of train.learning_rate: declared 0.001, 0.01, reached" in \
+        (root / "verdict.md").read_text()  # rendered from the record, not added after it
     grown = grid.reached(study, root)
     assert len(grown.tuned["unscaled"]) == len(reached["reached"])
     assert set(record["tuning"]["unscaled"]["candidates"]) == set(grown.tuned["unscaled"])
@@ -251,3 +253,21 @@ def test_an_integer_field_grows_by_whole_numbers_and_stops_below_one():
     assert isinstance(grown.variants["post~batch_size=1"]["train.batch_size"], int)
     at_one = grid.stage(grown, _runs(grown, {"post~batch_size=1": (1.0, 1.0)}))["post"]
     assert at_one["next"] == [] and at_one["capped"] == ["low"]  # nothing whole below 1
+
+
+def test_the_page_shows_the_grid_reached_and_flags_an_optimum_the_cap_left_at_an_edge():
+    from transformer_jax.studies import verdict_text
+    grown = {"field": "train.learning_rate", "factor": 3.0, "cap": 1, "declared": [1e-3, 3e-3],
+             "reached": [3e-4, 1e-3, 3e-3, 9e-3], "interior": False,
+             "left_at_edge": [{"seed": 2, "edge": "high", "value": 9e-3}]}
+    lines = "\n".join(verdict_text.grid_lines(grown))
+    assert "declared 0.001, 0.003, reached 0.0003, 0.001, 0.003, 0.009" in lines
+    assert "**Flag: the cap left seed 2's optimum at the high edge (0.009)" in lines
+    assert "inside" not in lines
+    inside = verdict_text.grid_lines({**grown, "interior": True, "left_at_edge": []})
+    assert "Every seed's choice lies inside the grid reached." in inside and "Flag" not in \
+        "\n".join(inside)
+    record = {"tuning": {"arm": {"selected_by": "train/loss", "candidates": {"a": {}},
+                                 "choices": [{"seed": 0, "variant": "a", "loss": 1.0}],
+                                 "grid": grown}}}
+    assert "**Flag:" in "\n".join(verdict_text.tuning_lines(record))

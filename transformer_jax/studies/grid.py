@@ -208,13 +208,3 @@ def record(study: Study, runs: Mapping[tuple[str, int], Mapping[str, Any]]) -> d
                                     "value": d["chosen"][str(seed)]}
                                    for end in d["capped"] for seed in d["at_edge"][end]]}
             for arm, d in decided.items()}
-
-
-def write_into_record(study: Study, root: Path) -> None:
-    """Adds `record` to each tuned arm's entry of root's verdict.json (under "grid"). The
-    report writes the tuning section (report.study_record); this runs after it."""
-    path = Path(root) / record_lib.FILE
-    saved = record_lib.read(path)
-    for arm, grown in record(study, report.collect(study, Path(root))).items():
-        saved.setdefault("tuning", {}).setdefault(arm, {})["grid"] = grown
-    record_lib.write(path, saved)

@@ -92,6 +92,10 @@ def study_record(study: Study, runs, probes: str = "",
                                      probes, sections)
     if study.tuned:
         record["tuning"] = tuning.record(study.tuned, study.variants, choices, runs)
+    if study.extend_grid is not None:  # the grid each tuned arm reached, its edges flagged
+        from transformer_jax.studies import grid as grid_lib  # grid reads report.collect
+        for arm, grown in grid_lib.record(study, runs).items():
+            record["tuning"].setdefault(arm, {})["grid"] = grown
     if study.plateau is not None:
         record["plateau"] = plateau_lib.record(study.plateau, plateau_stages(study, runs))
     return record

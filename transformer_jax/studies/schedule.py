@@ -133,8 +133,6 @@ class Sweep:
             return
         publish(found.study, found.root, experiment=found.experiment, size=self.size,
                 shard=self.shard, trained=name in self.trains)
-        if found.study.extend_grid is not None:
-            grid_lib.write_into_record(found.study, found.root)
         self.reported[name] = True
         self.progress.study_reported(name)
 

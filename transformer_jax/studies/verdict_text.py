@@ -254,8 +254,26 @@ def tuning_lines(record: dict[str, Any]) -> list[str]:
                            "—" if c["loss"] is None else f"{c['loss']:.4g}"]
                           for c in t["choices"]]), "",
                   "Share of the seeds: " + ", ".join(
-                      f"{c} {chosen.count(c)}/{len(chosen)}" for c in t["candidates"]) + ".", ""]
+                      f"{c} {chosen.count(c)}/{len(chosen)}" for c in t["candidates"]) + ".", "",
+                  *grid_lines(t.get("grid"))]
     return lines
+
+
+def grid_lines(grid: Optional[dict[str, Any]]) -> list[str]:
+    """The grid a tuned arm reached (Study.extend_grid), and each optimum its cap left at an
+    edge, flagged: a best setting not known to be one (none: [])."""
+    if not grid:
+        return []
+    values = lambda xs: ", ".join(f"{x:g}" for x in xs)  # noqa: E731
+    lines = [f"Grid of {grid['field']}: declared {values(grid['declared'])}, reached "
+             f"{values(grid['reached'])} (a seed's choice at an edge adds the point ×"
+             f"{grid['factor']:g} beyond it, up to {grid['cap']} beyond each end)."]
+    if grid["interior"]:
+        lines.append("Every seed's choice lies inside the grid reached.")
+    lines += [f"**Flag: the cap left seed {e['seed']}'s optimum at the {e['edge']} edge "
+              f"({e['value']:g}): not known to be its best setting.**"
+              for e in grid["left_at_edge"]]
+    return lines + [""]
 
 
 def fixed_budget_lines(record: dict[str, Any]) -> list[str]:
