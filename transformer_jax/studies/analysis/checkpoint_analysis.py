@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from transformer_jax.studies.analysis import checkpoint_roles as roles_lib
+from transformer_jax.studies.analysis import head_controls
 from transformer_jax.studies.analysis.checkpoint_claims import MAP_FILE, ROLES_FILE
 from transformer_jax.studies.checks import Check, Section, judged
 from transformer_jax.studies.markdown import checks_table, markdown_table
@@ -44,11 +45,39 @@ def make_analysis(threshold: float, layers: int) -> Callable[[Path, dict], Secti
                 by_layer(runs, layers, {"intact": "attention_entropy/layer_{}",
                                         "no_scale": "attention_entropy/layer_{}"}, "nats"), "",
                 "### Embedding movement by layer (1 − cos to the intact embedding)", "",
-                by_layer(runs, layers, {"no_residual_L{}": "embedding_distance",
-                                        "no_norm_L{}": "embedding_distance"}, "1 − cos")]
+                "Each removal beside its yardstick: random changes of the same norm added at "
+                "the block's output (the mean over each sentence's draws).", "",
+                by_layer(runs, layers, {v: "embedding_distance" for v in (
+                    "no_residual_L{}", "yardstick_residual_L{}", "no_norm_L{}",
+                    "yardstick_norm_L{}")}, "1 − cos"), "",
+                *control_lines(scores, found["groups"], threshold, runs)]
         return Section("\n".join(text), tuple(results))
 
     return checkpoint_analysis
+
+
+def control_lines(scores: np.ndarray, groups: dict, threshold: float, runs: dict) -> list[str]:
+    """'### Knock-outs against their controls': per role, its group's size, whether a random
+    set matched by layer exists (else why not: its expectation is then refused, not judged),
+    and the mean distance of the knock-out, its matched sets and the original random sets."""
+    rows = []
+    for role in roles_lib.ROLES:
+        group = [tuple(h) for h in groups[role]]
+        try:
+            eligible = head_controls.eligible_heads(scores.shape[:2], group, scores, threshold)
+            head_controls.check_room(group, eligible, threshold)
+            room = "yes"
+        except head_controls.ControlError as error:
+            room = f"no: {error}"
+        rows.append([roles_lib.TARGETS[role], len(group), room,
+                     *(mean_of(runs, f"{kind}_{role}", "embedding_distance")
+                       for kind in ("knockout", "matched", "random"))])
+    return ["### Knock-outs against their controls", "",
+            "Mean 1 − cos to the intact embedding: the role's group knocked out, random sets "
+            "matched to it by layer (role heads kept out, drawn afresh per sentence), and the "
+            "original random sets of as many heads anywhere.", "",
+            markdown_table(["target", "group size", "a matched set exists", "knock-out",
+                            "matched sets", "random sets"], rows)]
 
 
 def role_table(scores: np.ndarray, groups: dict, threshold: float) -> str:
