@@ -197,5 +197,9 @@ def get_study(size: str) -> Study:
             "yardsticks, their variants and 17 findings, registered after the first results and "
             "before any value of theirs was seen; the original expectations stay as registered, "
             "and every variant is evaluated again with the code beside them",
+            "c3d2b6d (issue 65): the analysis tables each removal beside its yardstick and each "
+            "knock-out beside its controls, with whether a matched set exists; added after the "
+            "first complete run of dc46e9b's design (not committed), which found none for the "
+            "[CLS] group; no expectation, variant or value changed",
         ),
     )
