@@ -239,7 +239,7 @@ def forest_lines(verdict: dict[str, Any], files: StudyFiles) -> list[str]:
     if not verdict["expectations"]:
         return []
     name = files.path(forest.FILE).name
-    return [f"![forest plot of {files.name}'s expectations]({name})", "", FOREST_CAPTION, ""]
+    return [f"![forest plot of the expectations of {files.name}]({name})", "", FOREST_CAPTION, ""]
 
 
 def curves_lines(verdict: dict[str, Any], files: StudyFiles) -> list[str]:
