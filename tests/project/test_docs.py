@@ -11,6 +11,7 @@ fresh checkout's.
 """
 from __future__ import annotations
 
+import json
 import importlib.util
 import os
 import re
@@ -157,7 +158,10 @@ def test_docs_site_builds_strictly(tmp_path):
     for name in studies:
         images = re.findall(r'<img alt="[^"]*" src="([^"]+)"',
                             (site / "experiments/results" / name / "index.html").read_text())
-        assert f"../{name}_curves.png" in images, (name, images)
+        record = json.loads((results / f"{name}_verdict.json").read_text())
+        # a forest plot on every page with expectations; curves where the study trained
+        assert (f"../{name}_forest.png" in images) == bool(record["expectations"]), name
+        assert (f"../{name}_curves.png" in images) != record["evaluation_only"], (name, images)
 
 
 def _site_target(path: Path) -> Path:

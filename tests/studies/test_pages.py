@@ -375,7 +375,8 @@ def test_export_copies_a_sweeps_results_with_their_links_renamed(tmp_path, capsy
     results = _copy_results(tmp_path, [])
     assert pages.main([f"--results={results}", "--readme=", f"--export={tmp_path / 'runs'}"]) == 0
     assert sorted(p.name for p in results.iterdir() if not p.is_symlink()) == [
-        "README.md", "scaling.md", "scaling_curves.png", "scaling_probe_softmax_saturation.png",
+        "README.md", "scaling.md", "scaling_curves.png", "scaling_forest.png",
+        "scaling_probe_softmax_saturation.png",
         "scaling_provenance.json", "scaling_summary.csv", "scaling_summary.md",
         "scaling_verdict.json", "scaling_verdict.md",
         "suite-main.json"]  # a directory's sweep: how long it took too

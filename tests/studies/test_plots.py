@@ -5,12 +5,14 @@ labels (normalized entropy, the eval lengths) and the length analysis' figure.""
 from __future__ import annotations
 
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from transformer_jax.studies import plots, stats
 
+REPO = Path(__file__).resolve().parents[2]
 VARIANTS = ["post", "pre", "no_norm", "post_no_warmup", "pre_no_warmup", "pre_dyt", "pre_rms"]
 METRICS = ("eval/accuracy", "eval/loss", "train/grad_norm", "attention/entropy/layer_00")
 
@@ -227,3 +229,61 @@ def test_length_results_read_back_from_their_csv(tmp_path):
     assert (variant, seeds, list(again)) == ("none", (3, 7), [1, 2, 9])
     assert again[9]["accuracy"].tolist() == [1.0, 0.5]
     assert again[2]["seq_accuracy"].tolist() == [0.25, 0.0]
+
+
+def test_a_log_band_is_the_interval_of_the_log_values_back_transformed():
+    """Seeds 1, 10, 100: on log values mean ln 10, sd ln 10 (n − 1), so the geometric mean is
+    10 and the band 10 · exp(∓ 4.3027 · ln 10 / √3) = 0.03281 .. 3047.9 (by hand)."""
+    values = np.array([[1.0], [10.0], [100.0]])
+    mean, low, high = plots.seed_band(values, "train/grad_norm", log=True)
+    assert mean[0] == pytest.approx(10.0)
+    assert low[0] == pytest.approx(0.03281, rel=1e-3) and high[0] == pytest.approx(3047.9, rel=1e-3)
+    mean, low, _ = plots.seed_band(values, "train/grad_norm")  # linear: the arithmetic band
+    assert mean[0] == pytest.approx(37.0) and low[0] == 0.0  # 37 − 4.3 · 54.9 / √3 < 0: clipped
+
+
+def test_a_band_on_a_log_panel_stays_within_the_values_drawn():
+    """norm_placement's no-norm gradient norm: seeds 10^2 .. 10^5 apart at a step. Its linear
+    t-interval reached 0 and covered the whole panel; on log values, kept to the values drawn,
+    it stops at the panel's lowest value."""
+    study = types.SimpleNamespace(name="s", metrics=("train/grad_norm",), seeds=(0, 1, 2),
+                                  variants={"no_norm": {}, "pre": {}})
+    spread = {0: 1e2, 1: 1e3, 2: 1e5}
+    runs = {("no_norm", s): {"curves": {"train/grad_norm": [(0, 3.0), (10, spread[s])]}}
+            for s in study.seeds}
+    runs |= {("pre", s): {"curves": {"train/grad_norm": [(0, 1.0 + s), (10, 2.0 + s)]}}
+             for s in study.seeds}
+    bands, log = plots.panel_bands(study, runs, "train/grad_norm", ["no_norm", "pre"])
+    assert log
+    steps, mean, low, high = bands["no_norm"]
+    assert mean[1] == pytest.approx(10 ** (10 / 3))  # geometric mean of 10^2, 10^3, 10^5
+    assert low[1] == 1.0 and high[1] == 1e5  # the interval of the logs, cut at the data's range
+    fig = plots.curves_figure(study, runs)
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    assert ax.get_yscale() == "log"
+    lowest = min(p.vertices[:, 1].min() for band in ax.collections for p in band.get_paths())
+    assert lowest >= 1.0
+
+
+def _positions_runs(study):
+    steps = range(0, 101, 50)
+    return {(v, s): {"curves": {"eval/accuracy": [(t, 0.3 + 0.005 * t) for t in steps],
+                                "eval/loss": [(t, 2.0 - 0.01 * t) for t in steps]}}
+            for v in study.variants for s in study.seeds}
+
+
+def test_positions_draws_one_panel_per_task_each_with_its_chance_level():
+    """Its encoders learn `order` (chance 1/2), its decoders `sort` (chance 1/16 per token)."""
+    from transformer_jax.studies import loading
+    study = loading.load_study(REPO / "experiments" / "positions.py", "tiny")
+    fig = plots.curves_figure(study, _positions_runs(study))
+    axes = {ax.get_title().split("\n")[0]: ax for ax in fig.axes if ax.get_visible()}
+    assert set(axes) == {f"{m} · task {t}" for m in study.metrics for t in ("order", "sort")}
+    for task, prefix, chance in (("order", "encoder_", 0.5), ("sort", "decoder_", 1 / 16)):
+        ax = axes[f"eval/accuracy · task {task}"]
+        drawn = [line.get_label() for line in ax.get_lines() if line.get_gid() != "chance"]
+        assert drawn and all(name.startswith(prefix) for name in drawn), drawn
+        (line,) = [line for line in ax.get_lines() if line.get_gid() == "chance"]
+        assert line.get_ydata()[0] == pytest.approx(chance)
+        assert not [line for line in axes[f"eval/loss · task {task}"].get_lines()
+                    if line.get_gid() == "chance"]  # a loss has no chance line here

@@ -39,7 +39,7 @@ NOT_MEASURING = tuple(f"{PACKAGE}.studies.{m}" for m in (
     "plots", "markdown", "pages", "verdict_text", "board", "export", "record", "terminal",
     "publish", "provenance", "preregistration", "history", "rejudge", "sweep", "jobs",
     "schedule", "plan", "catalog", "suite_time", "loading", "measured_code", "judged_code",
-    "syntax", "bounds"))
+    "syntax", "bounds", "forest"))
 # What the study module holds that is judging code (its verdict, not its measurement).
 JUDGING_NAMES = {f"{PACKAGE}.studies.study": ("Study", "Expectation", "Judgement", "Comparison",
                                               "Measure", "Kind", "NO_EFFECT", "RATES",

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import catalog, export, loading, suite_time
+from transformer_jax.studies import catalog, export, forest, loading, suite_time
 from transformer_jax.studies import history as history_lib
 from transformer_jax.studies import preregistration as preregistration_lib
 from transformer_jax.studies import provenance as provenance_lib
@@ -70,8 +70,8 @@ class StudyFiles:
     layout: Layout
 
     def path(self, kind: str) -> Path:
-        """kind: record_lib.FILE, 'verdict.md', 'summary.md', 'summary.csv', 'curves.png' or
-        provenance_lib.FILE."""
+        """kind: record_lib.FILE, 'verdict.md', 'summary.md', 'summary.csv', 'curves.png',
+        forest.FILE or provenance_lib.FILE."""
         return self.directory / (f"{self.name}_{kind}" if self.layout is Layout.RESULTS else kind)
 
     @property
@@ -138,7 +138,8 @@ def produced_by(record: Optional[dict[str, Any]], file_name: str) -> list[str]:
         f"- **Stack:** {stack}",
         f"- **Code:** commit {commit}",
         f"- **Date:** {record['date']}",
-        f"- **Sweep:** `--size={sweep['size']}`, seeds {sweep['seeds']}, {sweep['runs']} runs"
+        f"- **Sweep:** `--size={sweep['size']}`, seeds "
+        f"{verdict_text.seed_list(sweep['seeds'])}, {sweep['runs']} runs"
         f"{shard}",
         "", f"From {file_name}: the sweep process that trained the last runs and wrote the "
         f"report (a run resumed or sharded elsewhere records its own stack in its "
@@ -212,13 +213,13 @@ def render_page(entry: Entry, verdict: dict[str, Any], runs: str,
     sections = "\n".join(verdict_text.sections(verdict)).splitlines()
     lines = [f"# {files.name}", "", *claim, where, "",
              f"**Published.** {verdict['published']}", "",
-             "## Verdict", "", *verdict_text.expectations_table(verdict), "",
+             "## Verdict", "", *forest_lines(verdict, files),
+             *verdict_text.expectations_table(verdict), "",
              verdict_text.overall_line(verdict), "", verdict_text.notes(verdict), "",
              *verdict_text.plateau_lines(verdict), *verdict_text.tuning_lines(verdict),
              "## Final metrics", "", f"{what[0].upper()}{what[1:]}. {runs}", "",
              *verdict_text.summary_table(verdict), "", verdict_text.intervals_line(verdict),
-             f"Per seed: [{csv_name}]({csv_name}).", "",
-             "## Curves", "", f"![curves]({files.path('curves.png').name})", ""]
+             f"Per seed: [{csv_name}]({csv_name}).", "", *curves_lines(verdict, files)]
     lines += sections
     if sections and sections[-1]:
         lines.append("")
@@ -226,6 +227,26 @@ def render_page(entry: Entry, verdict: dict[str, Any], runs: str,
                            past)
     lines += produced_by(record, files.path(provenance_lib.FILE).name)
     return "\n".join(lines) + "\n"
+
+
+FOREST_CAPTION = ("Forest plot: one row per expectation, its effect (marker: its kind) and 95 % "
+                  "interval on the scale it was judged on (a ratio on a log axis), against its "
+                  "threshold; shaded: the effects that hold; colour: the verdict.")
+
+
+def forest_lines(verdict: dict[str, Any], files: StudyFiles) -> list[str]:
+    """The forest plot (forest.py) above the verdict table; none without expectations."""
+    if not verdict["expectations"]:
+        return []
+    name = files.path(forest.FILE).name
+    return [f"![forest plot of the expectations of {files.name}]({name})", "", FOREST_CAPTION, ""]
+
+
+def curves_lines(verdict: dict[str, Any], files: StudyFiles) -> list[str]:
+    """'## Curves' and its figure; none for an evaluation-only study (it trained nothing)."""
+    if verdict.get("evaluation_only"):
+        return []
+    return ["## Curves", "", f"![curves]({files.path('curves.png').name})", ""]
 
 
 def read_entry(entry: Entry) -> tuple[dict[str, Any], str, Optional[dict[str, Any]]]:
@@ -240,6 +261,12 @@ def read_entry(entry: Entry) -> tuple[dict[str, Any], str, Optional[dict[str, An
         raise PageError(f"{csv_path}: missing; the sweep writes it with {files.name}'s report")
     return (verdict, runs_line(csv_path.read_text(), csv_path),
             provenance_lib.read(files.path(provenance_lib.FILE)))
+
+
+def write_study_page(entry: Entry) -> Path:
+    """Writes a study's forest plot (from its record) and its page; returns the page."""
+    forest.write_forest(read_entry(entry)[0], entry.files.path(forest.FILE))
+    return _write(entry.files.page, study_page(entry))
 
 
 def study_page(entry: Entry) -> str:
@@ -372,7 +399,7 @@ def update_readme(readme_path: Path, results_dir: Path,
 def write_results(results_dir: Path, experiments_dir: Optional[Path] = None) -> list[Path]:
     """Every study's page and the index of a results directory. Returns the files written."""
     entries = results_entries(results_dir, experiments_dir)
-    written = [_write(e.files.page, study_page(e)) for e in entries if e.ran]
+    written = [write_study_page(e) for e in entries if e.ran]
     return written + [_write(Path(results_dir) / INDEX, index_page(Path(results_dir), entries))]
 
 
@@ -381,7 +408,7 @@ def write_run_page(study: Study, root: Path, experiment: Optional[str] = None) -
     the experiment file at `experiment`, where known)."""
     entry = Entry.of(study, StudyFiles(study.name, Path(root), Layout.RUN),
                      Path(experiment) if experiment else None)
-    return _write(entry.files.page, study_page(entry))
+    return write_study_page(entry)
 
 
 def write_run_index(root: Path, studies: Sequence[tuple[Study, Path]]) -> Path:

@@ -1,8 +1,10 @@
-"""A study's curves as a figure a reader could put in a paper: one panel per metric, each
+"""A study's curves as a figure a reader could put in a paper: one panel per metric (per metric
+and task where the variants learn several, each accuracy panel with its chance level), each
 variant's mean over seeds with the verdicts' interval shaded (the 95 % Student-t interval of the
-mean over seeds, `stats.mean_interval`, clipped to the metric's range), labelled axes, a log scale where a
-panel spans decades, one legend outside the data, and colour *and* line style per variant (a
-study of 7 variants stays readable in grey print).
+mean over seeds, `stats.mean_interval`, clipped to the metric's range and to the values drawn),
+labelled axes, a log scale where a panel spans decades (its line the geometric mean and its band
+the interval of the log values: the scale it is drawn on), one legend outside the data, and
+colour *and* line style per variant (a study of 7 variants stays readable in grey print).
 
 Colours follow the design (`variant_styles`): variants that share the value of one override
 (qk_norm's learning rate, positions' scheme) share a hue, in shades, and the line style tells
@@ -19,13 +21,14 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from transformer_jax.train.figures import file_pyplot
-from transformer_jax.studies import bounds, stats
+from transformer_jax.studies import bounds, stats, verdict_text
 
 LOG_SCALE_RATIO = 50.0  # a panel whose positive values span more than this goes log-scale
 LINE_STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 COLUMNS = 3  # panels per row
-BAND_WORDS = "band: 95 % t-interval of the mean over seeds (the verdicts'), clipped to the metric's range"
+BAND_WORDS = ("band: 95 % t-interval of the mean over seeds (the verdicts'; on a log axis, of the "
+              "log values), clipped to the metric's range and to the values drawn")
 DPI = 150  # a 4.6-inch panel is ~700 pixels: sharp in a page, legible printed at column width
 # Font sizes (points) of a panel 4.6 inches wide: a figure of three scaled to a page's 6.5
 # inches keeps its tick labels at ~6 points and its labels at ~7, matplotlib's defaults at 4.5.
@@ -180,12 +183,17 @@ def seed_curves(runs: Mapping[tuple[str, int], dict[str, Any]], variant: str,
     return steps, np.array([[c.get(t, np.nan) for t in steps] for c in curves], float)
 
 
-def seed_band(values: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def seed_band(values: np.ndarray, metric: str, log: bool = False
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mean, low, high) per step of `values` [seeds, steps]: the mean over the seeds with a
     finite value there, and the 95 % t-interval of that mean (stats.mean_interval, the interval
     the verdicts use) clipped to the metric's range; nan where fewer than 2 seeds are finite
-    (no interval: one seed has no spread to measure)."""
+    (no interval: one seed has no spread to measure). `log`: on the log values, the scale a log
+    axis draws (the geometric mean and its interval, back-transformed), so a band of a positive
+    quantity stays positive and symmetric on the axis; a value ≤ 0 counts as missing there."""
     values = np.asarray(values, float)
+    if log:
+        values = np.log(np.where(values > 0, values, np.nan))
     mean, low, high = (np.full(values.shape[1], np.nan) for _ in range(3))
     for t in range(values.shape[1]):
         finite = values[np.isfinite(values[:, t]), t]
@@ -193,8 +201,69 @@ def seed_band(values: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray, 
             mean[t] = finite.mean()
         if finite.size > 1:
             low[t], high[t] = stats.mean_interval(finite)
+    if log:
+        mean, low, high = np.exp(mean), np.exp(low), np.exp(high)
     low, high = bounds.clip_to_bounds(metric, low, high)
     return mean, low, high
+
+
+Band = tuple[list[int], np.ndarray, np.ndarray, np.ndarray]  # steps, mean, low, high
+
+
+def panel_bands(study, runs, metric: str, variants: Sequence[str]
+                ) -> tuple[dict[str, Band], bool]:
+    """Each variant's curve and band in one panel, and whether the panel is on a log axis:
+    decided on every seed's values (wants_log_scale), the bands then computed on that scale
+    (seed_band) and kept within the range of the values drawn, so that no band reaches below
+    the lowest value in the panel (nor above the highest)."""
+    curves = {v: seed_curves(runs, v, study.seeds, metric) for v in variants}
+    curves = {v: c for v, c in curves.items() if c[0]}
+    log = wants_log_scale(metric, [values.ravel() for _, values in curves.values()])
+    finite = np.concatenate([values[np.isfinite(values)] for _, values in curves.values()]
+                            or [np.array([])])
+    bands = {}
+    for variant, (steps, values) in curves.items():
+        mean, low, high = seed_band(values, metric, log)
+        if finite.size:
+            low, high = (np.clip(x, finite.min(), finite.max()) for x in (low, high))
+        bands[variant] = (steps, mean, low, high)
+    return bands, log
+
+
+def variant_tasks(study) -> dict[str, Optional[str]]:
+    """variant -> the generated task it learns ('order', 'sort'); None on text, or for a study
+    without configs."""
+    from transformer_jax.data import DataConfig
+    if not hasattr(study, "config"):
+        return {v: None for v in study.variants}
+    found = {}
+    for variant in study.variants:
+        data = study.config(variant, study.seeds[0]).get("data", {})
+        synthetic = data.get("kind", DataConfig.kind) == "synthetic"
+        found[variant] = data.get("task", DataConfig.task) if synthetic else None
+    return found
+
+
+def panels(study) -> list[tuple[str, Optional[str], list[str]]]:
+    """(metric, task, its variants) per panel: one per metric; where the variants learn more
+    than one task (positions: encoders `order`, decoders `sort`), one per metric and task, as
+    their chance levels and losses differ."""
+    tasks = variant_tasks(study)
+    names = list(dict.fromkeys(tasks.values()))
+    if len(names) < 2:
+        return [(metric, None, list(study.variants)) for metric in study.metrics]
+    return [(metric, task, [v for v in study.variants if tasks[v] == task])
+            for metric in study.metrics for task in names]
+
+
+def chance_level(study, variants: Sequence[str], metric: str) -> Optional[float]:
+    """A uniform guess's accuracy on the variants' task, for an accuracy panel (None: another
+    metric, a task whose chance is not known without its data, or variants that differ)."""
+    if metric.split("/")[-1] != "accuracy" or not hasattr(study, "config"):
+        return None
+    from transformer_jax import data
+    found = {data.chance_accuracy(study.config(v, study.seeds[0]).data) for v in variants}
+    return found.pop() if len(found) == 1 else None
 
 
 def plot_curves(study, runs: Mapping[tuple[str, int], dict[str, Any]], path: Path) -> None:
@@ -207,43 +276,27 @@ def plot_curves(study, runs: Mapping[tuple[str, int], dict[str, Any]], path: Pat
 
 
 def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]]):
-    """One panel per metric of `study`: each variant's mean over seeds, shaded over its 95 %
-    t-interval (`seed_band`; `runs`: report.collect's (variant, seed) -> {'curves': ...})."""
-    import matplotlib.lines
+    """One panel per metric of `study` (per metric and task, `panels`): each variant's mean
+    over seeds, shaded over its 95 % t-interval (`panel_bands`; `runs`: report.collect's
+    (variant, seed) -> {'curves': ...}), an accuracy's chance level drawn."""
     plt = file_pyplot()
 
-    metrics = list(study.metrics)
-    variants = list(study.variants)
-    cols = min(COLUMNS, len(metrics))
-    rows = math.ceil(len(metrics) / cols)
+    found = panels(study)
+    split = found[0][1] is not None
+    cols = len({task for _, task, _ in found}) if split else min(COLUMNS, len(found))
+    rows = math.ceil(len(found) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
     styles = variant_styles(study.variants)
     eval_note = eval_lengths_note(study)
-    for ax, metric in zip(axes.flat, metrics):
-        plotted = []
-        for variant in variants:
-            steps, values = seed_curves(runs, variant, study.seeds, metric)
-            if not steps:
-                continue
-            mean, low, high = seed_band(values, metric)
-            every = max(1, len(steps) // 8)  # a few markers per curve, not one per point
-            ax.plot(steps, mean, label=variant, markevery=every, **styles[variant])
-            if len(study.seeds) > 1:
-                ax.fill_between(steps, low, high, color=styles[variant]["color"], alpha=0.15,
-                                linewidth=0)
-            plotted += [mean, high]  # (a band clipped to 0 would keep a loss panel linear)
-        if wants_log_scale(metric, plotted):
-            ax.set_yscale("log")
-        ax.set_title(metric + (eval_note if metric.startswith("eval/") else ""),
-                     fontsize=FONT["title"])
-        ax.set_xlabel("training step", fontsize=FONT["label"])
-        ax.set_ylabel(y_label(metric), fontsize=FONT["label"])
-        ax.tick_params(labelsize=FONT["ticks"])
-        ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(metrics):]:
+    for ax, (metric, task, variants) in zip(axes.flat, found):
+        _draw_panel(ax, study, runs, metric, variants, styles)
+        ax.set_title(metric + (f" · task {task}" if task else "")
+                     + (eval_note if metric.startswith("eval/") else ""), fontsize=FONT["title"])
+    for ax in list(axes.flat)[len(found):]:
         ax.set_visible(False)
     handles, labels, columns, title = legend_entries(study.variants, styles)
-    band = (f"line: mean over seeds {list(study.seeds)}; {BAND_WORDS}"
+    seeds = verdict_text.seed_list(list(study.seeds))
+    band = (f"line: mean over seeds {seeds} (geometric on a log axis)\n{BAND_WORDS}"
             if len(study.seeds) > 1 else f"seed {study.seeds[0]}")
     fig.suptitle(study.name, fontsize=FONT["title"] + 1)
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns,
@@ -251,6 +304,29 @@ def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]]):
                title_fontsize=FONT["legend"])
     fig.tight_layout()
     return fig
+
+
+def _draw_panel(ax, study, runs, metric: str, variants: Sequence[str], styles) -> None:
+    """One panel: the variants' curves and bands (`panel_bands`), the chance level."""
+    bands, log = panel_bands(study, runs, metric, variants)
+    for variant, (steps, mean, low, high) in bands.items():
+        every = max(1, len(steps) // 8)  # a few markers per curve, not one per point
+        ax.plot(steps, mean, label=variant, markevery=every, **styles[variant])
+        if len(study.seeds) > 1:
+            ax.fill_between(steps, low, high, color=styles[variant]["color"], alpha=0.15,
+                            linewidth=0)
+    if log:
+        ax.set_yscale("log")
+    chance = chance_level(study, variants, metric)
+    if chance is not None:
+        ax.axhline(chance, color="black", lw=1.0, ls=":", gid="chance")
+        ax.annotate(f"chance {chance:.3g}", (1.0, chance), xycoords=("axes fraction", "data"),
+                    xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom",
+                    fontsize=FONT["ticks"] - 2)
+    ax.set_xlabel("training step", fontsize=FONT["label"])
+    ax.set_ylabel(y_label(metric), fontsize=FONT["label"])
+    ax.tick_params(labelsize=FONT["ticks"])
+    ax.grid(alpha=0.3)
 
 
 def plot_lines(path: Path, series: dict[str, tuple[Sequence[float], Sequence[float]]], *,

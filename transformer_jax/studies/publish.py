@@ -24,7 +24,7 @@ def publish(study: Study, root: Path, *, experiment: Optional[str], size: str,
     `runs`: an evaluation-only study's measurements (default: the runs trained into root)."""
     root = Path(root)
     with cli.log_to_file(root / jobs_lib.REPORT_LOG):  # the analyses' own lines, and TFDS's
-        report.write_report(study, root, runs)
+        report.write_report(study, root, runs, size)
     record = root / provenance.FILE
     if trained or not record.exists():
         provenance.write(record, provenance.collect(study, size, shard))

@@ -158,15 +158,20 @@ def _json_value(value: Any) -> Any:
 
 def study_record(study: Study, expectations: Sequence[dict[str, Any]],
                  counted: dict[str, Any], summary: dict[str, Any], steps: Sequence[int],
-                 probes: str, sections: Sequence[Section]) -> dict[str, Any]:
-    """The whole record of one study's report (`expectations`, `counted`: judged())."""
-    return {"format": FORMAT, "study": study.name, "claim": study.claim,
-            "published": study.published, "seeds": list(study.seeds),
-            "budget": {"steps": sorted(set(steps))}, "interval_method": INTERVAL_METHOD,
-            "judging_rules": judging_rules.VERSION,
-            "precision": FULL_PRECISION, "expectations": list(expectations),
-            "counts": counted, "summary": summary, "probes": probes,
-            "analyses": [s.to_json() for s in sections]}
+                 probes: str, sections: Sequence[Section],
+                 size: Optional[str] = None) -> dict[str, Any]:
+    """The whole record of one study's report (`expectations`, `counted`: judged()), judged
+    at `size` (the --size; None: not known, left out). `evaluation_only`: the study trained
+    nothing (`Study.evaluate`), so its "seeds" are units of evaluation and it has no curves."""
+    found = {"format": FORMAT, "study": study.name, "claim": study.claim,
+             "published": study.published, "seeds": list(study.seeds),
+             "budget": {"steps": sorted(set(steps))}, "interval_method": INTERVAL_METHOD,
+             "judging_rules": judging_rules.VERSION,
+             "precision": FULL_PRECISION, "expectations": list(expectations),
+             "counts": counted, "summary": summary, "probes": probes,
+             "analyses": [s.to_json() for s in sections],
+             "evaluation_only": study.evaluate is not None}
+    return found if size is None else {**found, "size": size}
 
 
 def write(path: Path, record: dict[str, Any]) -> Path:

@@ -101,9 +101,11 @@ def values_for(e: Expectation, study: Study, recorded: dict[tuple, Values],
 
 
 def rejudged_record(study: Study, record: dict[str, Any], summary: dict[str, Values],
-                    commit: str, stops: Mapping[tuple[str, int], int]) -> dict[str, Any]:
+                    commit: str, stops: Mapping[tuple[str, int], int],
+                    size: Optional[str] = None) -> dict[str, Any]:
     """`record` with its expectations judged again by today's `study` and rules (`stops`:
-    where each diverged run stopped, stops_from_summary_csv)."""
+    where each diverged run stopped, stops_from_summary_csv), at `size` (the --size its
+    pre-registration record names)."""
     recorded = from_record(record)
     judged = {e: values_for(e, study, recorded, summary) for e in study.expectations}
     rows, verdicts = report.judge_expectations(study, lambda e: judged[e][0],
@@ -111,7 +113,7 @@ def rejudged_record(study: Study, record: dict[str, Any], summary: dict[str, Val
     sources = sorted({source for _, source in judged.values()})
     new = record_lib.study_record(
         study, rows, verdicts, record["summary"], record["budget"]["steps"], record["probes"],
-        [Section.from_json(s) for s in record["analyses"]])
+        [Section.from_json(s) for s in record["analyses"]], size or record.get("size"))
     for kept in ("precision", "converted", "tuning", "plateau"):
         if kept in record:
             new[kept] = record[kept]
@@ -131,7 +133,7 @@ def rejudge(name: str, results: Path, experiments: Path, repo: Path) -> list[str
     summary = from_summary_csv(results / f"{name}_summary.csv")
     commit, _ = provenance.git_commit(repo)
     new = rejudged_record(study, old, summary, commit,
-                          stops_from_summary_csv(results / f"{name}_summary.csv"))
+                          stops_from_summary_csv(results / f"{name}_summary.csv"), prereg["size"])
     record_lib.write(results / f"{name}_{record_lib.FILE}", new)
     (results / f"{name}_verdict.md").write_text(
         verdict_text.verdict_markdown(new, curves=f"{name}_curves.png"))

@@ -46,15 +46,19 @@ def final_value(run: dict[str, Any], metric: str) -> float:
     return curve[-1][1] if curve else math.nan
 
 
-def write_report(study: Study, root: Path, runs: Optional[dict] = None) -> None:
-    """The report of `runs` (default: the runs trained into root, `collect`)."""
+def write_report(study: Study, root: Path, runs: Optional[dict] = None,
+                 size: Optional[str] = None) -> None:
+    """The report of `runs` (default: the runs trained into root, `collect`); `size`: the
+    --size it was judged at, which the record and every view of it name. An evaluation-only
+    study (`study.evaluate`) trained nothing: it gets no curves figure."""
     runs = collect(study, root) if runs is None else runs
     sections = [as_section(f(root, runs)) for f in study.analyses]
     measured = add_measured(runs, sections)
-    plot_curves(study, runs, root / "curves.png")
+    if study.evaluate is None:
+        plot_curves(study, runs, root / "curves.png")
     board.write_comparison(study, root, runs)
     _write_csv(_rows(study, runs, measured), root / "summary.csv")
-    record = study_record(study, runs, study.probe_markdown(root), sections)
+    record = study_record(study, runs, study.probe_markdown(root), sections, size)
     record_lib.write(root / record_lib.FILE, record)
     (root / "summary.md").write_text(verdict_text.summary_markdown(record))
     (root / "verdict.md").write_text(verdict_text.verdict_markdown(record))
@@ -76,9 +80,9 @@ def add_measured(runs, sections: Sequence[Section]) -> list[str]:
     return added
 
 
-def study_record(study: Study, runs, probes: str = "",
-                 sections: Sequence[Section] = ()) -> dict[str, Any]:
-    """What the report measured and judged, as data (record.py)."""
+def study_record(study: Study, runs, probes: str = "", sections: Sequence[Section] = (),
+                 size: Optional[str] = None) -> dict[str, Any]:
+    """What the report measured and judged, as data (record.py), judged at `size`."""
     # every variant: diverged runs count as the study's finished values (default `worst`);
     # a tuned arm: each seed's chosen candidate (by training loss, never the judged metric)
     choices = tuning.choose(study.tuned, study.seeds, runs)
@@ -89,7 +93,7 @@ def study_record(study: Study, runs, probes: str = "",
         stopped_steps(study, stops))
     steps = [run["status"].get("step", 0) for run in runs.values()]
     record = record_lib.study_record(study, rows, counted, _summary(study, runs), steps,
-                                     probes, sections)
+                                     probes, sections, size)
     if study.tuned:
         record["tuning"] = tuning.record(study.tuned, study.variants, choices, runs)
     if study.extend_grid is not None:  # the grid each tuned arm reached, its edges flagged

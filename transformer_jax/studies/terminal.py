@@ -108,8 +108,9 @@ def read_verdict(path: Path) -> StudyVerdict:
     overall = verdict_text.overall_line(found).replace("**", "")
     expectations = [(verdict_text.verdict_words(row), row["text"], record_lib.kind_of(row).value)
                     for row in found["expectations"]]
-    return StudyVerdict(overall, expectations, found["counts"]["overall"].removeprefix("is "),
-                        verdict_text.failure_kinds(found["counts"]))
+    size = verdict_text.size_words(found)
+    short = found["counts"]["overall"].removeprefix("is ") + (f" ({size})" if size else "")
+    return StudyVerdict(overall, expectations, short, verdict_text.failure_kinds(found["counts"]))
 
 
 def runs_url(query: dict[str, str], port: int = TENSORBOARD_PORT) -> str:

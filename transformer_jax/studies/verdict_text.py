@@ -149,8 +149,43 @@ def overall_line(record: dict[str, Any]) -> str:
     findings' verdict (under Holm's correction, where it changes one); then the checks and the
     post hoc expectations, counted apart."""
     c = record["counts"]
-    return (alarm_line(c) + f"**Verdict: the claim {c['overall']} on this run** "
-            f"({findings_words(c)}; seeds {record['seeds']}).") + holm_line(c) + apart_line(c)
+    size = size_words(record)
+    return (alarm_line(c) + (f"**{size}.** " if size else "")
+            + f"**Verdict: the claim {c['overall']} on this run** "
+            f"({findings_words(c)}; {seeds_words(record)}).") + holm_line(c) + apart_line(c)
+
+
+# What a verdict judged at a size other than the default is (docs/verdicts.md: --size).
+SIZE_WORDS = {"tiny": "a smoke run, not evidence",
+              "large": "not the default size the committed results are judged at"}
+LISTED_SEEDS = 8  # more seeds than this are written as a range
+
+
+def size_words(record: dict[str, Any]) -> str:
+    """'judged at --size=tiny: a smoke run, not evidence' for a record judged at a size other
+    than the default; '' at the default, or for a record that predates sizes."""
+    size = record.get("size")
+    if size in (None, "default"):
+        return ""
+    return f"judged at --size={size}: {SIZE_WORDS.get(size, 'not the default size')}"
+
+
+def seeds_words(record: dict[str, Any]) -> str:
+    """'seeds [0, 1, 2]'; many seeds as a range, 'seeds 0–95 (96)'; an evaluation-only study's
+    seeds are units of evaluation (sentences, pairs): '96 units of evaluation (0–95)'."""
+    seeds = list(record["seeds"])
+    if record.get("evaluation_only"):
+        return f"{len(seeds)} units of evaluation ({seed_list(seeds).strip('[]')})"
+    return f"seeds {seed_list(seeds)}" + (f" ({len(seeds)})" if len(seeds) > LISTED_SEEDS else "")
+
+
+def seed_list(seeds: list[int]) -> str:
+    """'[0, 1, 2]'; more than LISTED_SEEDS: '0–95' (consecutive) or '0, 1, 2, …, 99'."""
+    if len(seeds) <= LISTED_SEEDS:
+        return str(list(seeds))
+    if list(seeds) == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}–{seeds[-1]}"
+    return f"{', '.join(map(str, seeds[:3]))}, …, {seeds[-1]}"
 
 
 def findings_words(c: dict[str, Any]) -> str:
@@ -337,10 +372,12 @@ def sections(record: dict[str, Any]) -> list[str]:
 
 
 def verdict_markdown(record: dict[str, Any], curves: str = "curves.png") -> str:
-    """verdict.md, its curves figure at `curves` (a file beside it)."""
+    """verdict.md, its curves figure at `curves` (a file beside it; none for an
+    evaluation-only study, which trained nothing)."""
+    figure = [] if record.get("evaluation_only") else [f"![curves]({curves})", ""]
     lines = [f"# {record['study']}", "", f"**Claim.** {record['claim']}", "",
              f"**Published.** {record['published']}", "", *expectations_table(record), "",
-             overall_line(record), "", notes(record), "", f"![curves]({curves})", ""]
+             overall_line(record), "", notes(record), "", *figure]
     return "\n".join(lines + plateau_lines(record) + tuning_lines(record) + sections(record))
 
 
@@ -353,12 +390,13 @@ def verdict_cell(record: dict[str, Any]) -> str:
     1 holds' (a table cell), an alarm first where a check does not hold; a study without
     expectations: how many of its analyses' checks pass."""
     c = record["counts"]
+    size = size_words(record)
     if not c["total"] and not c.get("checks", {}).get("total") \
             and not c.get("post_hoc", {}).get("total"):
         found = checks(record)  # its findings are its analyses' checks: count those
         passed = sum(check.verdict == PASS for check in found)
         return (f"not judged (no expectations); its analyses' checks: {passed} of "
-                f"{len(found)} pass")
+                f"{len(found)} pass" + (f" · **{size}**" if size else ""))
     failed = ", " + failed_words(c, "does not" if c["failed"] == 1 else "do not") \
         if c["failed"] else ""
     extra = failed + (f", {c['inconclusive']} inconclusive" if c["inconclusive"] else "")
@@ -372,12 +410,13 @@ def verdict_cell(record: dict[str, Any]) -> str:
     apart = [f"{words} {c[key]['held']} of {c[key]['total']}"
              for key, words in (("checks", "checks"), ("post_hoc", "post hoc"))
              if c.get(key, {}).get("total")]
-    return alarm + cell + (f" · {', '.join(apart)} hold" if apart else "")
+    return (alarm + cell + (f" · {', '.join(apart)} hold" if apart else "")
+            + (f" · **{size}**" if size else ""))
 
 
 def summary_over(record: dict[str, Any]) -> str:
     """What the final metrics are over."""
-    return (f"mean ± std [95 % interval] over seeds {record['seeds']}, diverged runs left out")
+    return f"mean ± std [95 % interval] over {seeds_words(record)}, diverged runs left out"
 
 
 def metric_cell(m: Optional[dict[str, Any]], metric: str = "") -> str:
