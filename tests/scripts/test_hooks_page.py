@@ -2,13 +2,7 @@
 `hook_names`, not typed."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("hooks_page", REPO / "scripts" / "hooks_page.py")
-page = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(page)
+import hooks_page as page  # scripts/ is on pytest's path (pytest.ini)
 
 
 def test_the_page_lists_the_models_hook_points():
