@@ -60,11 +60,14 @@ def lowered_text(call, model, tokens) -> str:
 
 def test_asking_for_nothing_compiles_the_plain_program(stack):
     """run_with_hooks(hooks={}) and run_with_cache(names=[]) lower to the very program of the
-    model's own call: the hook points add no operation when nothing is asked."""
+    model's own call: the hook points add no operation when nothing is asked. Identity hooks
+    on every point do not either (JAX drops a switch whose branches all return their input)."""
     model, tokens = model_and_tokens(norm=Norm.PRE)
     plain = lowered_text(lambda m, t: m(t)[0], model, tokens)
     assert lowered_text(lambda m, t: run_with_hooks(m, t, hooks={}), model, tokens) == plain
     assert lowered_text(lambda m, t: run_with_cache(m, t, names=[])[0], model, tokens) == plain
+    every = {name: identity for name in hook_names(model)}
+    assert lowered_text(lambda m, t: run_with_hooks(m, t, hooks=every), model, tokens) == plain
     double = {"blocks.1.resid_pre": lambda value, name: 2 * value}
     asked = lowered_text(lambda m, t: run_with_hooks(m, t, hooks=double), model, tokens)
     assert asked != plain  # the comparison sees a change: a hook adds the layer switch

@@ -58,6 +58,7 @@ class HookPoints:
         return name in self.hooks or self.keeps(name)
 
     def keeps(self, name: str) -> bool:
+        """Whether the value at `name` goes into `cache`."""
         return name in self.names
 
 
@@ -65,6 +66,7 @@ class RecordAll(HookPoints):
     """Keeps every value it is shown: what `hook_names` traces to list the names and shapes."""
 
     def keeps(self, name: str) -> bool:
+        """Every name: RecordAll keeps everything."""
         return True
 
 
@@ -78,6 +80,7 @@ class Scope:
         return self.parent(f"{self.prefix}.{name}", value)
 
     def asks(self, name: str) -> bool:
+        """Whether the parent hooks or caches `prefix.name`."""
         return self.parent.asks(f"{self.prefix}.{name}")
 
 
@@ -90,6 +93,7 @@ class LayerHooks:
         self.cache: dict[str, Array] = {}  # name -> this layer's value: the loop's outputs
 
     def full_names(self, name: str) -> list[str]:
+        """`name` in every layer: blocks.0.name, blocks.1.name, ..."""
         return [f"blocks.{i}.{name}" for i in range(self.num_layers)]
 
     def __call__(self, name: str, value: Array) -> Array:
@@ -103,6 +107,7 @@ class LayerHooks:
         return value
 
     def asks(self, name: str) -> bool:
+        """Whether any layer hooks or caches `name`: the block is traced once for all."""
         return any(self.root.asks(f) for f in self.full_names(name))
 
 
@@ -134,4 +139,5 @@ def scope(hooks, prefix: str):
 
 
 def asks(hooks, name: str) -> bool:
+    """Whether `name` is hooked or cached (False when nothing is: hooks None)."""
     return hooks is not None and hooks.asks(name)
