@@ -11,10 +11,12 @@ from transformer_jax.config import (Activation, Arch, AttentionImpl, ConfigError
 from transformer_jax.model.transformer import (Transformer, attention_mask, count_params,
                                                structured_attention_mask)
 from transformer_jax.model.norms import DynamicTanh, make_norm
+from transformer_jax.runtime.compile_cache import enable_compilation_cache
 
 __all__ = [
     "Activation", "Arch", "AttentionImpl", "AttentionProbe", "Block", "ConfigError", "DenseMatmul",
     "DType", "DynamicTanh", "FeedForward", "Head", "Mask", "ModelConfig", "MultiHeadAttention",
     "Norm", "NormType", "Position", "Transformer", "attention_mask", "count_params",
-    "fused_attention", "make_norm", "scaled_dot_product_attention", "structured_attention_mask",
+    "enable_compilation_cache", "fused_attention", "make_norm", "scaled_dot_product_attention",
+    "structured_attention_mask",
 ]

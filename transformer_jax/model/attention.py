@@ -17,6 +17,7 @@ from flax import nnx
 
 from transformer_jax.config import AttentionImpl, DenseMatmul
 from transformer_jax.model.dense import Dense
+from transformer_jax.model.hook_points import asks, tap
 from transformer_jax.model.norms import qk_norm as qk_layer_norm
 
 Array = jax.Array
@@ -24,23 +25,28 @@ QKTransform = Callable[[Array, Array], tuple[Array, Array]]
 
 
 def attention_logits(query: Array, key: Array, *, mask: Optional[Array] = None,
-                     bias: Optional[Array] = None, scale: Optional[float] = None) -> Array:
+                     bias: Optional[Array] = None, scale: Optional[float] = None,
+                     hooks=None) -> Array:
     """Q·Kᵀ · scale + bias, with disallowed positions set to the dtype's lowest value.
 
     Returns float32 logits [batch, heads, q_len, kv_len] (softmax runs in float32 whatever the
     compute dtype: bfloat16 logits lose the small differences that decide the weights).
+    Hook points (`hook_points`): `logits` (Q·Kᵀ), `scaled_logits` (× scale + bias),
+    `masked_logits` (what the softmax reads).
     """
     check_mask_and_bias(mask, bias, query, key)
     head_dim = query.shape[-1]
     scale = head_dim ** -0.5 if scale is None else scale  # None: the paper's 1/√d_k
     logits = jnp.einsum("bqhd,bkhd->bhqk", query, key,
                         preferred_element_type=jnp.float32)  # [B, H, Tq, Tk]
+    logits = tap(hooks, "logits", logits)
     logits = logits * scale
     if bias is not None:
         logits = logits + bias.astype(jnp.float32)
+    logits = tap(hooks, "scaled_logits", logits)
     if mask is not None:
         logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
-    return logits
+    return tap(hooks, "masked_logits", logits)
 
 
 def attend(weights: Array, value: Array) -> Array:
@@ -237,25 +243,31 @@ class MultiHeadAttention(nnx.Module):
 
     def __call__(self, x: Array, *, mask: Optional[Array | Mask] = None,
                  bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None,
-                 probe: bool = False, head_mask: Optional[Array] = None
+                 probe: bool = False, head_mask: Optional[Array] = None, hooks=None
                  ) -> tuple[Array, Optional[AttentionProbe]]:
         """Self-attention over x [B, T, d_model] -> ([B, T, d_model], probe or None).
 
         probe=True also returns the weights and the logit scale (a separate compiled program:
         the training step, which never asks, pays nothing for it). head_mask [H] multiplies each
         head's output before W_o: 0 knocks a head out (Michel et al. 2019), 1 keeps it as it is.
+        hooks: hook points `q`, `k` (as Q·Kᵀ reads them: after QK-norm and qk_transform), `v`,
+        `logits`, `scaled_logits`, `masked_logits`, `weights`, `head_out` (each head's output,
+        after head_mask, before W_o). Asking for the logits or weights runs the explicit path,
+        as probe=True does: the fused kernel does not return them.
         """
         batch, length, _ = x.shape
         q, k, v = self.project(x)  # [B, T, H, D] each
         q, k = (self.query_norm(q), self.key_norm(k)) if self.qk_norm else (q, k)  # QK-norm
         if qk_transform is not None:  # e.g. rotary positions rotate q and k
             q, k = qk_transform(q, k)
+        q, k, v = tap(hooks, "q", q), tap(hooks, "k", k), tap(hooks, "v", v)
         scale = self.head_dim ** -0.5 if self.attn_scale else 1.0  # the ÷√d_k switch
         dense = mask.dense if isinstance(mask, Mask) else mask  # [B or 1, 1, T, T] or None
         found = None
-        if probe or self.implementation is AttentionImpl.EXPLICIT:
-            logits = attention_logits(q, k, mask=dense, bias=bias, scale=scale)  # [B, H, T, T]
-            weights = jax.nn.softmax(logits, axis=-1)
+        if probe or self.implementation is AttentionImpl.EXPLICIT or _asks_weights(hooks):
+            logits = attention_logits(q, k, mask=dense, bias=bias, scale=scale,
+                                      hooks=hooks)  # [B, H, T, T]
+            weights = tap(hooks, "weights", jax.nn.softmax(logits, axis=-1))
             heads = attend(weights, v)  # [B, T, H, D]
             if probe:
                 found = AttentionProbe(weights, max_abs_allowed_logit(logits, dense))
@@ -266,5 +278,12 @@ class MultiHeadAttention(nnx.Module):
             heads = fused_attention(q, k, v, mask=dense, bias=bias, scale=scale)
         if head_mask is not None:  # head knock-out: [H] -> [1, 1, H, 1]
             heads = heads * head_mask.astype(heads.dtype)[None, None, :, None]
+        heads = tap(hooks, "head_out", heads)
         merged = heads.reshape(batch, length, self.num_heads * self.head_dim)  # concat: [B, T, H·D]
         return self.out(merged), found
+
+
+def _asks_weights(hooks) -> bool:
+    """Whether a hook or the cache wants a value only the explicit path computes."""
+    return any(asks(hooks, name) for name in ("logits", "scaled_logits", "masked_logits",
+                                                "weights"))

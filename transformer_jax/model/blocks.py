@@ -25,6 +25,7 @@ the identity at the start; DeepNet (Wang et al. 2022) bounds Post-LN's update wi
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import jax
@@ -34,6 +35,7 @@ from flax import nnx
 from transformer_jax.model.attention import AttentionProbe, Mask, MultiHeadAttention, QKTransform
 from transformer_jax.config import Activation, BranchInit, ModelConfig, Norm
 from transformer_jax.model.dense import Dense
+from transformer_jax.model.hook_points import scope, tap
 from transformer_jax.model.norms import apply_norm, make_norm
 
 Array = jax.Array
@@ -77,8 +79,10 @@ class FeedForward(nnx.Module):
         self.rate = cfg.dropout
         self.activation = cfg.activation  # an enum: a static, hashable attribute
 
-    def __call__(self, x: Array, key: Optional[Array] = None) -> Array:
-        return self.output(dropout(ACTIVATIONS[self.activation](self.hidden(x)), self.rate, key))  # [B, T, D]
+    def __call__(self, x: Array, key: Optional[Array] = None, hooks=None) -> Array:
+        """x [B, T, D] -> [B, T, D]; hook point `hidden`: act(x·W1 + b1) [B, T, d_ff]."""
+        hidden = tap(hooks, "hidden", ACTIVATIONS[self.activation](self.hidden(x)))
+        return self.output(dropout(hidden, self.rate, key))  # [B, T, D]
 
 
 # Which kernels each scheme draws × its factor (`branch_scales`): the last layer of each branch
@@ -126,23 +130,39 @@ class Block(nnx.Module):
     def __call__(self, x: Array, *, mask: Optional[Array | Mask] = None,
                  bias: Optional[Array] = None, qk_transform: Optional[QKTransform] = None,
                  key: Optional[Array] = None, probe: bool = False,
-                 token_mask: Optional[Array] = None, head_mask: Optional[Array] = None
-                 ) -> tuple[Array, Optional[AttentionProbe]]:
+                 token_mask: Optional[Array] = None, head_mask: Optional[Array] = None,
+                 hooks=None) -> tuple[Array, Optional[AttentionProbe]]:
         """x [B, T, D], token_mask [B, T] (True = real token), head_mask [H] (0 = head knocked
-        out) -> ([B, T, D], attention probe if asked)."""
-        keys = [None] * 3 if key is None else list(jax.random.split(key, 3))
-        norm = lambda module, x: apply_norm(module, x, token_mask)  # noqa: E731
-        y, found = self.attention(norm(self.norm_before_attention, x), mask=mask, bias=bias,
-                                  qk_transform=qk_transform, probe=probe, head_mask=head_mask)
-        y = dropout(y, self.rate, keys[0])
-        x = self.add_branch(x, y, self.attention_gate)
-        x = norm(self.norm_after_attention, x)
+        out) -> ([B, T, D], attention probe if asked).
 
-        y = self.feed_forward(norm(self.norm_before_feed_forward, x), keys[1])
-        y = dropout(y, self.rate, keys[2])
+        Hook points: `resid_pre` (x), `ln1.out` / `ln2.out` (the attention's and the
+        feed-forward's norm, wherever `model.norm` puts it), `attn.*` (`MultiHeadAttention`),
+        `attn.out` (the attention branch as added: after W_o and dropout), `resid_mid`,
+        `mlp.hidden`, `mlp.out` (the feed-forward branch as added), `resid_post`."""
+        keys = [None] * 3 if key is None else list(jax.random.split(key, 3))
+        norm = functools.partial(self.tap_norm, token_mask=token_mask, hooks=hooks)
+        x = tap(hooks, "resid_pre", x)
+        y, found = self.attention(norm(self.norm_before_attention, x, "ln1.out"), mask=mask,
+                                  bias=bias, qk_transform=qk_transform, probe=probe,
+                                  head_mask=head_mask, hooks=scope(hooks, "attn"))
+        y = tap(hooks, "attn.out", dropout(y, self.rate, keys[0]))
+        x = self.add_branch(x, y, self.attention_gate)
+        x = tap(hooks, "resid_mid", norm(self.norm_after_attention, x, "ln1.out"))
+
+        y = self.feed_forward(norm(self.norm_before_feed_forward, x, "ln2.out"), keys[1],
+                              hooks=scope(hooks, "mlp"))
+        y = tap(hooks, "mlp.out", dropout(y, self.rate, keys[2]))
         x = self.add_branch(x, y, self.feed_forward_gate)
-        x = norm(self.norm_after_feed_forward, x)
+        x = tap(hooks, "resid_post", norm(self.norm_after_feed_forward, x, "ln2.out"))
         return x, found
+
+    @staticmethod
+    def tap_norm(module: Optional[nnx.Module], x: Array, name: str, *,
+                 token_mask: Optional[Array], hooks) -> Array:
+        """The norm `module` of x (x itself without one), hooked as `name` where it exists."""
+        if module is None:
+            return x
+        return tap(hooks, name, apply_norm(module, x, token_mask))
 
     def add_branch(self, x: Array, y: Array, gate: Optional[nnx.Param]) -> Array:
         """The residual sum of x and a branch's output y [B, T, D]: x + y, y alone without the

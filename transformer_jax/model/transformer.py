@@ -21,6 +21,7 @@ from transformer_jax.model.attention import AttentionProbe, Mask
 from transformer_jax.model.blocks import Block, compute_dtype, dropout, norm_layer
 from transformer_jax.config import Head, ModelConfig, Norm, Position
 from transformer_jax.model.dense import Dense
+from transformer_jax.model.hook_points import LayerHooks, keep_layers, tap
 from transformer_jax.model.norms import apply_norm
 
 Array = jax.Array
@@ -74,30 +75,44 @@ class StackedBlocks(nnx.Module):
                  head_mask: Optional[Array] = None, **kwargs
                  ) -> tuple[Array, Optional[AttentionProbe]]:
         """x [B, T, D] through every block; head_mask [num_layers, H] gives each block its row;
-        probes come back stacked [num_layers, ...]."""
+        probes come back stacked [num_layers, ...]. kwargs['hooks']: `with_residual_rms`."""
         x, found, _ = self.with_residual_rms(x, key=key, probe=probe, head_mask=head_mask,
                                              **kwargs)
         return x, found
 
     def with_residual_rms(self, x: Array, *, key: Optional[Array] = None, probe: bool = False,
-                          head_mask: Optional[Array] = None, **kwargs
+                          head_mask: Optional[Array] = None, hooks=None, **kwargs
                           ) -> tuple[Array, Optional[AttentionProbe], Array]:
         """As __call__, and the RMS of the residual stream after each block (its output: for
         Post-LN after the block's last norm) over the real tokens of `kwargs['token_mask']`:
-        [num_layers]. Unused, it costs nothing: jit drops it."""
+        [num_layers]. Unused, it costs nothing: jit drops it.
+
+        hooks (`hook_points.HookPoints` or None): block l's points are `blocks.<l>.<name>`. The
+        loop traces one block for all layers, so each layer's hook runs under `lax.switch` on
+        the layer index, and cached values leave the loop stacked (`LayerHooks`)."""
         graphdef, stacked = nnx.split(self.blocks)
         layer_keys = None if key is None else jax.random.split(key, self.num_layers)
         token_mask = kwargs.get("token_mask")
+        layer_ids = None if hooks is None else jnp.arange(self.num_layers)  # only when hooked
+        cached_names = []  # in the order the block reaches them (the loop's dict sorts its keys)
 
         def one_layer(x, layer):
-            params, layer_key, layer_head_mask = layer
+            params, layer_key, layer_head_mask, layer_id = layer
             block = nnx.merge(graphdef, params)
-            x, found = block(x, key=layer_key, probe=probe, head_mask=layer_head_mask, **kwargs)
+            layer_hooks = None if hooks is None else LayerHooks(hooks, layer_id, self.num_layers)
+            x, found = block(x, key=layer_key, probe=probe, head_mask=layer_head_mask,
+                             hooks=layer_hooks, **kwargs)
+            cached = None if hooks is None else tuple(layer_hooks.cache.values())
+            cached_names[:] = [] if hooks is None else list(layer_hooks.cache)
             # BatchNorm's running statistics; the stream's RMS after this block
-            return x, (found, nnx.state(block, nnx.BatchStat), residual_rms(x, token_mask))
+            return x, (found, nnx.state(block, nnx.BatchStat), residual_rms(x, token_mask),
+                       cached)
 
-        x, (found, stats, rms) = jax.lax.scan(one_layer, x, (stacked, layer_keys, head_mask),
-                                              unroll=self.num_layers <= UNROLL_MAX_LAYERS)
+        x, (found, stats, rms, cached) = jax.lax.scan(
+            one_layer, x, (stacked, layer_keys, head_mask, layer_ids),
+            unroll=self.num_layers <= UNROLL_MAX_LAYERS)
+        if hooks is not None:
+            keep_layers(hooks, dict(zip(cached_names, cached)))
         if any(getattr(m, "use_running_average", True) is False  # BatchNorm, training mode:
                for _, m in nnx.iter_modules(self.blocks)):  # keep what the batch moved them to
             nnx.update(self.blocks, stats)
@@ -127,17 +142,19 @@ class Transformer(nnx.Module):
     def __call__(self, tokens: Array, padding_mask: Optional[Array] = None, *,
                  dropout_key: Optional[Array] = None, probe: bool = False,
                  head_mask: Optional[Array] = None, training: bool = False,
-                 token_types: Optional[Array] = None) -> tuple[Array, Optional[AttentionProbe]]:
+                 token_types: Optional[Array] = None, hooks=None
+                 ) -> tuple[Array, Optional[AttentionProbe]]:
         """(logits, probes): see `with_residual_rms`, which also returns the stream's RMS."""
         logits, probes, _ = self.with_residual_rms(tokens, padding_mask, dropout_key=dropout_key,
                                                    probe=probe, head_mask=head_mask,
-                                                   training=training, token_types=token_types)
+                                                   training=training, token_types=token_types,
+                                                   hooks=hooks)
         return logits, probes
 
     def with_residual_rms(self, tokens: Array, padding_mask: Optional[Array] = None, *,
                           dropout_key: Optional[Array] = None, probe: bool = False,
                           head_mask: Optional[Array] = None, training: bool = False,
-                          token_types: Optional[Array] = None
+                          token_types: Optional[Array] = None, hooks=None
                           ) -> tuple[Array, Optional[AttentionProbe], Array]:
         """tokens [B, T] int, padding_mask [B, T] bool (True = real token; real tokens first).
         token_types [B, T] int (segment ids, with model.token_types > 0; None: all type 0).
@@ -152,13 +169,16 @@ class Transformer(nnx.Module):
         Third: the RMS of the residual stream after each block over the real tokens,
         [num_layers] float32 (`residual_rms`; before the final norm: for Pre-LN the stream the
         blocks add to, which Xiong et al. 2020 show growing with depth).
+        hooks: the named hook points `model.hooks.run_with_cache` and `run_with_hooks` pass
+        (None: none, and nothing enters the program); `model.hooks.hook_names` lists them.
         """
         cfg = self.cfg
         check_inputs(cfg, tokens, padding_mask)
         batch, length = tokens.shape
         embed_key, layers_key = (None, None) if dropout_key is None else jax.random.split(dropout_key)
 
-        x = self.embeddings(tokens, padding_mask, token_types=token_types, dropout_key=embed_key)
+        x = self.embeddings(tokens, padding_mask, token_types=token_types, dropout_key=embed_key,
+                            hooks=hooks)
 
         bias = pos.alibi_bias(cfg.num_heads, length, length) if cfg.position is Position.ALIBI else None
         rotate = (pos.rotary_qk_transform(length, cfg.d_k)
@@ -173,32 +193,39 @@ class Transformer(nnx.Module):
                              f"num_heads] = [{cfg.num_layers}, {cfg.num_heads}]")
         x, probes, rms = self.layers.with_residual_rms(
             x, mask=mask, bias=bias, qk_transform=rotate, key=layers_key, probe=probe,
-            token_mask=padding_mask, head_mask=head_mask)
-        x = apply_norm(self.final_norm, x, padding_mask)
+            token_mask=padding_mask, head_mask=head_mask, hooks=hooks)
+        if self.final_norm is not None:
+            x = tap(hooks, "ln_final.out", apply_norm(self.final_norm, x, padding_mask))
 
         if cfg.head is Head.POOLED:  # mean over real tokens: [B, T, D] -> [B, D]
             weights = (jnp.ones((batch, length), x.dtype) if padding_mask is None
                        else padding_mask.astype(x.dtype))
             x = jnp.sum(x * weights[..., None], axis=1) / jnp.maximum(
                 jnp.sum(weights, axis=1, keepdims=True), 1.0)
+            x = tap(hooks, "pooled", x)  # [B, D]
         return self.head(x).astype(jnp.float32), probes, rms
 
     def embeddings(self, tokens: Array, padding_mask: Optional[Array] = None, *,
-                   token_types: Optional[Array] = None, dropout_key: Optional[Array] = None
-                   ) -> Array:
+                   token_types: Optional[Array] = None, dropout_key: Optional[Array] = None,
+                   hooks=None) -> Array:
         """What the first block reads: token vectors (+ token types, + positions added to
         them), BERT's embedding norm, dropout. tokens [B, T] -> [B, T, D]. Its own method so
-        that an analysis can run the blocks one at a time (studies/analysis/checkpoint_probe.py)."""
+        that an analysis can run the blocks one at a time (studies/analysis/checkpoint_probe.py).
+        Hook points: `embed.token` (the token vectors, × √d_model where scaled),
+        `embed.token_type`, `embed.position` ([T, D]: sinusoidal or learned), `embed.norm.out`."""
         cfg, length = self.cfg, tokens.shape[1]
         x = self.embed(tokens)  # [B, T, D]
         x = x * cfg.d_model ** 0.5 if cfg.embed_scale else x  # the paper's √d_model; BERT: none
+        x = tap(hooks, "embed.token", x)
         types = self.token_type_embedding(tokens, token_types)  # [B, T, D] or None
-        x = x if types is None else x + types
+        x = x if types is None else x + tap(hooks, "embed.token_type", types)
         if cfg.position is Position.SINUSOIDAL:
-            x = x + pos.sinusoidal_table(length, cfg.d_model).astype(x.dtype)
+            x = x + tap(hooks, "embed.position",
+                        pos.sinusoidal_table(length, cfg.d_model).astype(x.dtype))
         elif cfg.position is Position.LEARNED:
-            x = x + self.positions(length).astype(x.dtype)
-        x = apply_norm(self.embed_norm, x, padding_mask)  # BERT's embedding LayerNorm
+            x = x + tap(hooks, "embed.position", self.positions(length).astype(x.dtype))
+        if self.embed_norm is not None:  # BERT's embedding LayerNorm
+            x = tap(hooks, "embed.norm.out", apply_norm(self.embed_norm, x, padding_mask))
         return dropout(x, cfg.dropout, dropout_key)
 
     def token_type_embedding(self, tokens: Array, token_types: Optional[Array]

@@ -6,6 +6,7 @@ benchmarks), not training alone.
                     `hugepages.reexec_if_useful()` is the first line of an entry point
     compile_memory  the compiler's memory given back after each compile; malloc's thresholds for
                     runs whose buffers are allocated anew at each call
+    compile_cache   JAX's persistent compilation cache (`enable_compilation_cache`)
 
 Nothing here imports JAX, or anything of the package, when it is imported: an entry point
 restarts itself through `hugepages` before it has loaded anything heavy.

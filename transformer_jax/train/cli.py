@@ -23,6 +23,9 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 from absl import flags
 from absl import logging as absl_logging
 
+# here too: set_up_compilation calls it by this module's name (tests replace it)
+from transformer_jax.runtime.compile_cache import enable_compilation_cache  # noqa: F401
+
 EXIT_OK, EXIT_BAD_INPUT, EXIT_DIVERGED = 0, 2, 3
 _DEBUG = flags.DEFINE_bool("debug", False, "Show tracebacks for bad input.")
 
@@ -158,20 +161,6 @@ def set_up_compilation() -> None:
     from transformer_jax.runtime import compile_memory
     enable_compilation_cache()
     compile_memory.release_after_compiles()
-
-
-def enable_compilation_cache() -> None:
-    """Persist compiled programs across processes ($TJ_JAX_CACHE_DIR, '' disables).
-
-    Runs of a sweep that differ only in seed compile to the same program; so do restarts.
-    """
-    import jax
-    path = os.environ.get("TJ_JAX_CACHE_DIR",
-                          os.path.join(os.path.expanduser("~/.cache"), "transformer_jax", "jax_cache"))
-    if path:
-        jax.config.update("jax_compilation_cache_dir", path)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
 def fail(message: str) -> None:
