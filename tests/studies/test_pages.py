@@ -18,7 +18,7 @@ import jax
 import numpy as np
 import pytest
 
-from transformer_jax.studies import pages
+from transformer_jax.studies import forest, pages
 from transformer_jax.studies import preregistration, provenance, record, suite_time, verdict_text
 from transformer_jax.studies import sweep
 from transformer_jax.train import workdir as workdir_lib
@@ -75,8 +75,12 @@ def _readme_with_markers(tmp_path: Path) -> tuple[Path, str]:
 
 
 @pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
-def test_committed_pages_are_what_the_code_writes_from_the_committed_results(tmp_path):
-    """Byte for byte, from the JSON records alone (no verdict.md or summary.md is copied)."""
+def test_committed_pages_are_what_the_code_writes_from_the_committed_results(tmp_path,
+                                                                            monkeypatch):
+    """Byte for byte, from the JSON records alone (no verdict.md or summary.md is copied). The
+    pages only: drawing 20 forest plots took half of this test's time, and test_forest.py
+    checks what they draw."""
+    monkeypatch.setattr(forest, "write_forest", lambda record, path: None)
     results = _copy_results(tmp_path)
     readme, expected_readme = _readme_with_markers(tmp_path)
     assert pages.main([f"--results={results}", f"--readme={readme}"]) == 0

@@ -116,8 +116,8 @@ def test_the_page_shows_the_fingerprint_and_both_commits(tmp_path):
         study="positions", suite="main", size="default", seeds=(0, 1, 2), runs=6, shard=(0, 1),
         cpuinfo="", cpus=2, system="Linux", stack={}, commit="d" * 40, dirty=False, date="now")
     provenance.write(results / f"positions_{provenance.FILE}", produced)
-    pages.write_results(results)
-    page = (results / "positions.md").read_text()
+    (entry,) = [e for e in pages.results_entries(results) if e.files.name == "positions"]
+    page = pages.study_page(entry)  # the page alone: drawing every study's figures adds nothing
     assert f"fingerprint `{study.fingerprint()}` of `positions.py` at `--size=default`" in page
     assert "- **Design and first results commits:** not read (the experiment file is not in a " \
         "git checkout)." in page  # a copy of experiments/
