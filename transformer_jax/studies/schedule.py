@@ -55,19 +55,15 @@ class Sweep:
 
     def __init__(self, plan: plan_lib.Plan, found: Iterable[plan_lib.Found], size: str,
                  shard: tuple[int, int], progress: terminal.JobProgress,
-                 restage: Optional[Restage] = None, jobs: int = 1):
+                 restage: Optional[Restage] = None):
         self.plan, self.size, self.shard, self.progress = plan, size, shard, progress
-        self.restage, self.jobs = restage, jobs
+        self.restage, self.jobs = restage, 1  # `run` sets the pool's size
         self.found = {f.study.name: f for f in found}
         self.studies = {name: f.study for name, f in self.found.items()}  # read as tasks start
         self.readiness = Readiness(plan.waits)
         self.trains = set(plan.trains)
         self.reported = {name: False for name in self.found}
         self.queued: list[jobs_lib.Task] = []  # a next stage's tasks, for the pool
-        # plateau studies whose runs train on -> their next budget
-        self.extended: dict[str, int] = {}
-        # studies whose tuned grids grow -> the study with the new candidates
-        self.grown: dict[str, grid_lib.Study] = {}
 
     def run(self, jobs: int) -> dict[str, bool]:
         """Runs every task, a next stage's too; returns study name -> whether its report was
@@ -127,23 +123,25 @@ class Sweep:
                          name, missing, len(runs))
             return
         # the grid first, at this budget: the plateau then judges the arms' best
-        if (found.study.extend_grid is not None and self.grows(found)) or \
-                (found.study.plateau is not None and self.extends(found)):
-            self.next_stage(name)
+        grown = self.grows(found) if found.study.extend_grid is not None else None
+        budget = self.extends(found) if grown is None and found.study.plateau is not None \
+            else None
+        if grown is not None or budget is not None:
+            self.next_stage(name, budget, grown)
             return
         publish(found.study, found.root, experiment=found.experiment, size=self.size,
                 shard=self.shard, trained=name in self.trains)
         self.reported[name] = True
         self.progress.study_reported(name)
 
-    def next_stage(self, name: str) -> None:
-        """The study's next stage (its grid's new candidates, or its runs trained on to the
-        next budget): surveyed and planned now, its tasks queued for the running pool; with no
-        `restage` (a caller that runs stages itself) it only stays unreported."""
+    def next_stage(self, name: str, budget: Optional[int],
+                   grown: Optional[grid_lib.Study]) -> None:
+        """The study's next stage (`grown`: its grid with the new candidates, or `budget`: the
+        steps its runs train on to): surveyed and planned now, its tasks queued for the running
+        pool; with no `restage` it only stays unreported."""
         if self.restage is None:
             return
-        found, linked = self.restage(name, self.extended.pop(name, None),
-                                     self.grown.pop(name, None))
+        found, linked = self.restage(name, budget, grown)
         planned = plan_lib.plan(found, linked, self.shard, self.jobs, self.size)
         self.announce(planned, found)
         for f in found:
@@ -155,9 +153,10 @@ class Sweep:
         if not planned.waits[name]:  # a resumed sweep: that stage had ended before
             self.report_if_ended(name)
 
-    def grows(self, found: plan_lib.Found) -> bool:
-        """Whether a seed of a tuned arm chose an edge of its grid under the cap: then the next
-        point out trains (the sweep's next stage), and the report waits for it."""
+    def grows(self, found: plan_lib.Found) -> Optional[grid_lib.Study]:
+        """The study with its grid's next points (None: none) where a seed of a tuned arm chose
+        an edge of its grid under the cap: they train (the sweep's next stage), and the report
+        waits for them."""
         study = found.study
         decided = grid_lib.stage(study, report.collect(study, found.root))
         new = grid_lib.added(decided)
@@ -166,16 +165,15 @@ class Sweep:
             logging.info("[%s] %s: grid %s, chosen %s%s", study.name, arm, d["grid"],
                          d["chosen"], capped)
         if not new:
-            return False
-        self.grown[study.name] = grid_lib.including(study, new)
+            return None
         edges = "; ".join(f"{arm} chose the {'/'.join(d['at_edge'])} edge of {d['grid']}"
                           for arm, d in decided.items() if d["next"])
         self.progress.print(f"  {study.name}: {edges}; trains {', '.join(new)}")
-        return True
+        return grid_lib.including(study, new)
 
-    def extends(self, found: plan_lib.Found) -> bool:
-        """Whether a plateau study's judged arms still gain more than its amount at this
-        budget, under its cap: then each of its runs trains on to the next budget (the sweep's
+    def extends(self, found: plan_lib.Found) -> Optional[int]:
+        """The next budget (None: none) where a plateau study's judged arms still gain more than
+        its amount at this budget, under its cap: each of its runs trains on to it (the sweep's
         next stage), and its report waits for it."""
         study = found.study
         decided = plateau_lib.stage(study.plateau, found.budget, report.arm_late_gains(
@@ -185,8 +183,7 @@ class Sweep:
                      f"{', '.join(climbing)} still gaining; every run trains on to "
                      f"{decided['next']}" if decided["next"] else decided["decision"])
         if decided["next"] is None:
-            return False
-        self.extended[study.name] = decided["next"]
+            return None
         self.progress.print(f"  {study.name}: {', '.join(climbing)} still gaining at "
                             f"{found.budget} steps; every run trains on to {decided['next']}")
-        return True
+        return decided["next"]

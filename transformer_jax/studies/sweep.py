@@ -124,7 +124,7 @@ def run_studies(studies: list[tuple[study_lib.Study, str, Optional[str]]], shard
 
     found, linked = survey(studies)
     planned = plan_lib.plan(found, linked, shard, jobs, size)
-    return schedule.Sweep(planned, found, size, shard, progress, restage, jobs).run(jobs)
+    return schedule.Sweep(planned, found, size, shard, progress, restage).run(jobs)
 
 
 def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]],
