@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import record as record_lib
-from transformer_jax.studies import report, tuning
+from transformer_jax.studies import tuning
 from transformer_jax.studies.study import Study
 
 LOW, HIGH = "low", "high"  # the two edges of a grid

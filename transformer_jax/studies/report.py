@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.studies import board, convergence, multiplicity, tuning
+from transformer_jax.studies import grid as grid_lib
 from transformer_jax.studies import plateau as plateau_lib
 from transformer_jax.studies import record as record_lib
 from transformer_jax.studies import verdict_text
@@ -97,7 +98,6 @@ def study_record(study: Study, runs, probes: str = "", sections: Sequence[Sectio
     if study.tuned:
         record["tuning"] = tuning.record(study.tuned, study.variants, choices, runs)
     if study.extend_grid is not None:  # the grid each tuned arm reached, its edges flagged
-        from transformer_jax.studies import grid as grid_lib  # grid reads report.collect
         for arm, grown in grid_lib.record(study, runs).items():
             record["tuning"].setdefault(arm, {})["grid"] = grown
     if study.plateau is not None:
