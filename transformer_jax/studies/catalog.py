@@ -49,7 +49,7 @@ SUITES = tuple(s.name for s in DECLARED)  # the valid --suite values
 
 def suite_help() -> str:
     """The sweep's --suite help: each suite's name and what it holds."""
-    return "; ".join(f"{s.name} ({s.description})" for s in DECLARED)
+    return "; ".join(f"{s.name}: {s.description}" for s in DECLARED)
 
 
 def check_suite(suite: str) -> str:

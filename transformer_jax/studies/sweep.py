@@ -54,8 +54,8 @@ _SIZE = flags.DEFINE_string("size", "default", "default (2-core CPU) | large (GP
 _SHARD = flags.DEFINE_string("shard", "0/1", "i/n: run only every n-th run, starting at i.")
 _JOBS = flags.DEFINE_integer("jobs", 1, "Worker processes: variants trained at once (2 on a "
                              "2-core CPU: scripts/run.sh).")
-_SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --experiment run: "
-                             f"{catalog.suite_help()}. A file ignores it.")
+_SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --experiment run (a file "
+                             f"ignores it). {catalog.suite_help()}.")
 _TEXT_PATH = flags.DEFINE_string(
     "text_path", None, "The text of the real-text studies (the lm, precision and circuits suites, "
     "and the mechanisms suite's text studies): a local UTF-8 file, or '' for the TFDS dataset tiny_shakespeare (downloaded "
