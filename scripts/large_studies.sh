@@ -3,6 +3,7 @@
 #
 #   scripts/large_studies.sh [--limit=SECONDS] [--grace=SECONDS] [--suite=main|lm|depth|components|mechanisms|precision|circuits|all] [WORKDIR]
 #                                                     # default runs/large, the main suite
+#   (what each suite holds: scripts/run.sh; the names: transformer_jax/studies/catalog.py)
 #   scripts/large_studies.sh --smoke [--limit=SECONDS] [WORKDIR]   # the same at --size=tiny, CPU
 #   scripts/large_studies.sh --dry_run ...        # print the sweep command, run nothing
 #

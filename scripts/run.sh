@@ -2,14 +2,18 @@
 # The main job: the six main-suite ablation studies at their default size (2-core CPU sized), on
 # synthetic data the project generates itself. Creates .venv (repo root) when missing.
 #   scripts/run.sh [WORKDIR] [extra sweep flags, e.g. --size=large --jobs=1]
-#   scripts/run.sh --suite=lm [WORKDIR] [flags]   # the real-text studies (tiny Shakespeare)
-#   scripts/run.sh --suite=depth [WORKDIR] [flags]   # deep stacks, to the plateau, up to 96 layers
-#   scripts/run.sh --suite=components [WORKDIR] [flags]   # BatchNorm, heads, induction, softmax gradient
-#   scripts/run.sh --suite=mechanisms [WORKDIR] [flags]   # causal mask, residual gradients, BatchNorm on text
-#   scripts/run.sh --suite=precision [WORKDIR] [flags]   # bfloat16 products in a character LM
-#   scripts/run.sh --suite=circuits [WORKDIR] [flags]   # a larger character LM's heads, by knock-out
-# --suite=main|lm|depth|components|mechanisms|precision|circuits|all may stand anywhere; WORKDIR is the
-# first other argument when it is not a flag, by default runs/studies (main) or runs/<suite>_studies.
+#   scripts/run.sh --suite=NAME [WORKDIR] [flags]   # another suite; NAME is one of
+#     main         the studies on generated data
+#     lm           the real-text studies (tiny Shakespeare)
+#     depth        deep stacks, to the plateau, up to 96 layers
+#     components   BatchNorm, heads, induction, softmax gradient, residual-stream range
+#     mechanisms   causal mask, residual gradients, BatchNorm on text
+#     precision    bfloat16 products in a character LM
+#     circuits     a larger character LM's heads, by knock-out
+#     all          every study, whatever its suite
+# (the suites as transformer_jax/studies/catalog.py declares them: tests/studies/test_suites.py).
+# --suite may stand anywhere; WORKDIR is the first other argument when it is not a flag, by
+# default runs/studies (main) or runs/<suite>_studies.
 # The text of the real-text studies (lm, mechanisms, precision, circuits):
 # --text_path=FILE (a sweep flag; '' = the TFDS dataset), else $TJ_SHAKESPEARE, else
 # ../shared/data/tinyshakespeare.txt if present, else the TFDS dataset (downloaded once).

@@ -1,7 +1,7 @@
 r"""Run an ablation study: python -m transformer_jax.sweep --experiment=experiments/NAME.py --workdir=DIR
 
-`--experiment=experiments/` runs every study of one `--suite` (main, lm, depth, components,
-mechanisms, precision, circuits, all) into DIR/<name> and writes DIR/report.md. The sweep itself is `transformer_jax.studies.sweep`.
+`--experiment=experiments/` runs every study of one `--suite` (`--help` lists them) into
+DIR/<name> and writes DIR/report.md. The sweep itself is `transformer_jax.studies.sweep`.
 """
 if __name__ == "__main__":  # first: glibc reads its tunables only when a process starts
     from transformer_jax.runtime import hugepages

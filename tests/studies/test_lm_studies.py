@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from transformer_jax.studies import sweep
+from transformer_jax.studies.catalog import SUITES
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.config import ConfigError
 from transformer_jax.studies.study import load_study
@@ -151,8 +152,7 @@ def test_suites_filter_the_studies_of_a_directory(size):
     assert everything[:len(main)] == [n for n in everything if n in main]
     first_lm = everything.index(lm[0])
     assert everything[first_lm:first_lm + len(lm)] == lm
-    with pytest.raises(ConfigError, match="--suite='nope' is not one of: main, lm, depth, components, "
-                                         "mechanisms, precision, circuits, all"):
+    with pytest.raises(ConfigError, match=f"--suite='nope' is not one of: {', '.join(SUITES)}"):
         sweep.select_studies(EXPERIMENTS, size, "nope")
 
 
@@ -165,7 +165,6 @@ def test_bad_suite_through_run_sh_is_one_line_and_exit_2(tmp_path, args):
                             text=True, timeout=120)
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode == 2 and len(errors) == 1, result.stderr
-    assert ("--suite='nope' is not one of: main, lm, depth, components, mechanisms, precision, "
-            "circuits, all") in errors[0]
+    assert f"--suite='nope' is not one of: {', '.join(SUITES)}" in errors[0]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "w").exists() and not (REPO / "runs" / "nope_studies").exists()

@@ -1,9 +1,18 @@
 """Which studies a directory of experiment files holds: their suites, and the order a sweep runs
 them and a results page lists them in (the main suite first, each suite in STUDY_ORDER, then by
-name)."""
+name).
+
+The suites are declared once, here (`DECLARED`): the sweep's --suite help is made from it, and
+the texts that cannot import it (scripts/run.sh, scripts/large_studies.sh, README.md,
+docs/verdicts.md) are written or checked against it (scripts/suites_page.py,
+tests/studies/test_suites.py), so a new suite is one line here and a failing test until those
+texts name it.
+"""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Optional
 
 from transformer_jax.config import ConfigError
 from transformer_jax.studies import loading
@@ -11,8 +20,36 @@ from transformer_jax.studies.study import Study
 
 STUDY_ORDER = ("scaling", "positions", "residuals", "norm_placement", "length_generalization",
                "lm_positions", "lm_scaling", "depth")
-SUITES = ("main", "lm", "depth", "components", "mechanisms", "precision", "circuits",
-          "all")  # 'all': every study, whatever its suite
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    """A named collection of studies that one sweep runs together (a study's `suite=`)."""
+    name: str
+    description: str  # one line: what its studies are about, as the scripts and pages list it
+    # How long it may take at --size=default on a 2-core CPU: what its studies are sized to
+    # (their docstrings say why a study moved suite to fit); None for 'all', which has no budget
+    # of its own.
+    limit_minutes: Optional[int]
+
+
+# The order --help, the scripts and the pages list them in: main (the default) first, 'all' last.
+DECLARED = (
+    Suite("main", "the studies on generated data", 10),
+    Suite("lm", "the real-text studies (tiny Shakespeare)", 30),
+    Suite("depth", "deep stacks, to the plateau, up to 96 layers", 30),
+    Suite("components", "BatchNorm, heads, induction, softmax gradient, residual-stream range", 30),
+    Suite("mechanisms", "causal mask, residual gradients, BatchNorm on text", 30),
+    Suite("precision", "bfloat16 products in a character LM", 30),
+    Suite("circuits", "a larger character LM's heads, by knock-out", 30),
+    Suite("all", "every study, whatever its suite", None),
+)
+SUITES = tuple(s.name for s in DECLARED)  # the valid --suite values
+
+
+def suite_help() -> str:
+    """The sweep's --suite help: each suite's name and what it holds."""
+    return "; ".join(f"{s.name}: {s.description}" for s in DECLARED)
 
 
 def check_suite(suite: str) -> str:

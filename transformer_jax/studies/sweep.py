@@ -1,10 +1,7 @@
 r"""The sweep behind `python -m transformer_jax.sweep` --experiment=experiments/NAME.py --workdir=DIR
 
-`--experiment=experiments/` (a directory) runs every study in it of one suite (`--suite`:
-main = the generated-data studies, the default; lm = the real-text ones; depth = deep stacks;
-components = BatchNorm, heads, induction; mechanisms = a mechanism taken out of training, e.g. the
-causal mask; precision = bfloat16 products; circuits = a larger character LM's heads by knock-out;
-all), each into
+`--experiment=experiments/` (a directory) runs every study in it of one suite (`--suite`, main
+by default; `--help` lists each suite and what it holds, from `catalog.DECLARED`), each into
 DIR/<name>, and writes DIR/report.md linking their verdicts and plots and DIR/README.md, the
 index of their pages (what scripts/run.sh does). A single experiment file runs whatever its suite.
 
@@ -37,7 +34,7 @@ from typing import Any, Optional
 from absl import flags, logging
 
 from transformer_jax.train import cli
-from transformer_jax.studies import board, pages
+from transformer_jax.studies import board, catalog, pages
 from transformer_jax.studies import grid as grid_lib
 from transformer_jax.studies import plan as plan_lib
 from transformer_jax.studies import plateau as plateau_lib
@@ -57,13 +54,8 @@ _SIZE = flags.DEFINE_string("size", "default", "default (2-core CPU) | large (GP
 _SHARD = flags.DEFINE_string("shard", "0/1", "i/n: run only every n-th run, starting at i.")
 _JOBS = flags.DEFINE_integer("jobs", 1, "Worker processes: variants trained at once (2 on a "
                              "2-core CPU: scripts/run.sh).")
-_SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --experiment run: "
-                             "main (generated data) | lm (real text) | depth (deep stacks) | components "
-                             "(BatchNorm, heads, induction, softmax gradient) | mechanisms (a mechanism "
-                             "judged itself: the causal mask, residual gradients, BatchNorm on text) | "
-                             "precision (bfloat16 products on real text) | circuits (the heads a larger "
-                             "character LM needs, by knock-out) | all. "
-                             "A file ignores it.")
+_SUITE = flags.DEFINE_string("suite", "main", "Which studies of a directory --experiment run (a file "
+                             f"ignores it). {catalog.suite_help()}.")
 _TEXT_PATH = flags.DEFINE_string(
     "text_path", None, "The text of the real-text studies (the lm, precision and circuits suites, "
     "and the mechanisms suite's text studies): a local UTF-8 file, or '' for the TFDS dataset tiny_shakespeare (downloaded "

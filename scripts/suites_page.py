@@ -1,0 +1,78 @@
+"""The suites as README.md and docs/verdicts.md list them, written by code from their one
+declaration (`transformer_jax.studies.catalog.DECLARED`), so that no suite's name or description
+is typed twice:
+
+    .venv/bin/python scripts/suites_page.py [--check]
+
+Each page's text goes between `<!-- suites:start -->` and `<!-- suites:end -->`: README.md gets
+one sentence inside its paragraph (the front door, which keeps to 200 lines: a list would not
+fit), docs/verdicts.md a table with each suite's time limit. `--check` writes nothing and fails
+when a page is not what the declaration gives.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+
+from bench.page import write_or_check  # scripts/ is on the path: this file's folder
+
+from transformer_jax.studies.catalog import DECLARED, Suite
+
+REPO = Path(__file__).resolve().parents[1]
+START, END = "<!-- suites:start -->", "<!-- suites:end -->"
+COMMAND = "scripts/suites_page.py"
+
+
+def limit(suite: Suite) -> str:
+    return "-" if suite.limit_minutes is None else f"{suite.limit_minutes} min"
+
+
+def readme_sentence() -> str:
+    return "; ".join(f"`{s.name}`: {s.description}" for s in DECLARED) + "."
+
+
+def verdicts_table() -> str:
+    lines = ["| `--suite` | its studies | time limit (2-core CPU, `--size=default`) |",
+             "|---|---|---|"]
+    lines += [f"| `{s.name}` | {s.description} | {limit(s)} |" for s in DECLARED]
+    return "\n".join(lines)
+
+
+def rewritten(old: str, text: str) -> str:
+    """`old` with its one START..END block replaced by `text`, on lines of their own."""
+    head, rest = old.split(START)
+    return f"{head}{START}\n{text}\n{END}{rest.split(END, 1)[1]}"
+
+
+def rewritten_inline(old: str, text: str, width: int = 100) -> str:
+    """`old` with its one START..END block replaced by `text` inside its paragraph: from the
+    paragraph's start to END, wrapped again to `width` columns, each marker kept whole."""
+    head, rest = old.split(START)
+    line_start = head.rfind("\n\n") + 2 if "\n\n" in head else 0
+    whole = [START.replace(" ", "\xa0"), END.replace(" ", "\xa0")]  # textwrap breaks at ASCII spaces
+    lines = textwrap.wrap(f"{head[line_start:]}{whole[0]} {text} {whole[1]}", width,
+                          break_long_words=False, break_on_hyphens=False)
+    wrapped = "\n".join(lines).replace(whole[0], START).replace(whole[1], END)
+    return f"{head[:line_start]}{wrapped}{rest.split(END, 1)[1]}"
+
+
+PAGES = {"README.md": (readme_sentence, rewritten_inline),
+         "docs/verdicts.md": (verdicts_table, rewritten)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if a page is out of date")
+    args = parser.parse_args(argv)
+    status = 0
+    for name, (render, rewrite) in PAGES.items():
+        page = REPO / name
+        old = page.read_text()
+        status |= write_or_check(page, old, rewrite(old, render()), args.check, COMMAND)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
