@@ -237,10 +237,12 @@ def test_the_comparison_cards_are_each_variants_mean_over_seeds(tensorboard):
 def test_tensorboard_hparams_trials_are_named_by_run(tensorboard):
     experiment = _get(f"{tensorboard}/data/plugin/hparams/experiment", {"experimentName": ""})
     shown = [h["displayName"] for h in experiment["hparamInfos"]]
-    # the first columns (TensorBoard shows five): the run's identity, variant first, then the
-    # swept field; each identity hparam under a name that sorts first (summaries.column_name)
-    assert shown[:4] == ["variant", "seed", "study", "model.attn_scale"], shown[:6]
-    assert [h["name"] for h in experiment["hparamInfos"]][:3] == ["0:variant", "1:seed", "2:study"]
+    # the first columns (TensorBoard shows five): variant, seed, then the swept field; each
+    # identity hparam under a name that sorts first (summaries.column_name); the study, which
+    # begins the trial's name, first among the columns not shown
+    assert shown[:4] == ["variant", "seed", "model.attn_scale", "study"], shown[:6]
+    assert [h["name"] for h in experiment["hparamInfos"]][:4] == [
+        "0:variant", "1:seed", "model.attn_scale", "2:study"]
     groups = _get(f"{tensorboard}/data/plugin/hparams/session_groups", {
         "startIndex": 0, "sliceSize": 100,
         "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE",

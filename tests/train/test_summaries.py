@@ -1,5 +1,6 @@
 """TensorBoard writing, checked by reading back through TensorBoard's own EventAccumulator."""
 
+import json
 import os
 
 import numpy as np
@@ -88,13 +89,35 @@ def test_a_study_run_is_a_trial_named_by_its_run(tmp_path):
     assert start.group_name == "norms/pre/seed_1"
     experiment = metadata.parse_experiment_plugin_data(content[metadata.EXPERIMENT_TAG])
     assert {h.display_name for h in experiment.hparam_infos if h.differs} == {
-        "study", "variant", "seed", "model.norm"}
+        "variant", "seed", "model.norm"}
     # the columns in TensorBoard's own order (differing first, then by name; the first five
-    # shown): variant first, though 'model.norm' < 'seed' < 'study' < 'variant'
+    # shown): variant first, though 'model.norm' < 'seed' < 'variant'; the study (the start of
+    # the trial's name) first of the columns not shown, before data.task
     backend_context._sort_and_reduce_to_hparams_limit(experiment)
     assert [h.display_name for h in experiment.hparam_infos] == [
-        "variant", "seed", "study", "model.norm", "data.task"]
-    assert [h.name for h in experiment.hparam_infos][:3] == ["0:variant", "1:seed", "2:study"]
+        "variant", "seed", "model.norm", "study", "data.task"]
+    assert [h.name for h in experiment.hparam_infos][:4] == [
+        "0:variant", "1:seed", "model.norm", "2:study"]
+
+
+def test_hparams_show_three_swept_fields_and_not_the_study(tmp_path):
+    """TensorBoard checks the first five HParams columns (the frontend's own count): a study
+    sweeping three fields (positions: data.task, model.arch, model.position) shows all three
+    after variant and seed; the study, which begins every trial's name, is left unchecked."""
+    from tensorboard.plugins.hparams import backend_context, metadata
+
+    (tmp_path / "config.json").write_text('{"study": "positions", "runs": [["a", 0]]}')
+    swept = ["data.task", "model.arch", "model.position"]
+    (tmp_path / summaries.STUDY_VIEW_FILE).write_text(json.dumps({"swept": swept}))
+    run = tmp_path / "a" / "seed_0"
+    run.mkdir(parents=True)
+    with summaries.SummaryWriter(str(run)) as writer:
+        writer.hparams({"seed": 0, "data.task": "order", "model.arch": "encoder",
+                        "model.position": "none", "data.batch_size": 8}, ["eval/loss"])
+    content = summaries._accumulator(str(run)).PluginTagToContent(metadata.PLUGIN_NAME)
+    experiment = metadata.parse_experiment_plugin_data(content[metadata.EXPERIMENT_TAG])
+    backend_context._sort_and_reduce_to_hparams_limit(experiment)
+    assert [h.display_name for h in experiment.hparam_infos][:5] == ["variant", "seed", *swept]
 
 
 def test_purge_step_drops_events_of_interrupted_process(tmp_path):

@@ -60,11 +60,15 @@ def _hparam_value(value) -> HParamValue:
 
 
 # The hparams that tell a study's runs apart, in the order of their columns. TensorBoard sorts
-# the HParams columns by (differs, name) and shows the first five: these and the study's swept
-# fields are marked as differing (rather than the alphabetically first data.* fields showing),
-# and these are written under names that sort before every config field ('0:variant', see
-# `column_name`), shown by their display name: variant is the first column, whatever is swept.
+# the HParams columns by (differs, name) and shows the first five: variant, seed and the study's
+# swept fields are marked as differing (rather than the alphabetically first data.* fields
+# showing), and these are written under names that sort before every config field ('0:variant',
+# see `column_name`), shown by their display name: variant is the first column, whatever is
+# swept. The study is not marked: the trial's name begins with it, the part of the name the
+# table shows, and as a checked column it hid the third swept field (model.position in
+# positions); it is the first column offered unchecked.
 IDENTITY_HPARAMS = ("variant", "seed", "study")
+SHOWN_IDENTITY = ("variant", "seed")
 # At a study's root, written by the sweep (studies/board.py): {"swept": [config fields whose
 # values differ between its runs], "metrics": [...], "cards": [its comparison cards' tags]}.
 STUDY_VIEW_FILE = "tensorboard.json"
@@ -110,12 +114,12 @@ def _key(name: str) -> str:
 
 
 def _experiment_pb(values: Mapping[str, HParamValue], metrics: Sequence[str],
-                   first: Sequence[str] = IDENTITY_HPARAMS) -> summary_pb2.Summary:
+                   first: Sequence[str] = SHOWN_IDENTITY) -> summary_pb2.Summary:
     """The experiment summary (hparam names *with types* + metric tags). `hparams_config_pb` can
     only type an hparam by giving it a domain, and a domain built from one run's value would make
     the dashboard's filters hide every other run of a sweep; so the proto is built directly,
     typed but domain-free (what PyTorch's and tensorboardX's `add_hparams` write too). The
-    hparams `first` (the identity ones, a study's swept fields) are marked as differing,
+    hparams `first` (variant, seed, a study's swept fields) are marked as differing,
     which puts them in the first columns."""
     experiment = api_pb2.Experiment(
         hparam_infos=[api_pb2.HParamInfo(name=column_name(k), display_name=k,
@@ -222,7 +226,7 @@ class SummaryWriter:
         # session_start_info: this run's values, its trial named by the run
         session = hparams_summary.hparams_pb({column_name(k): v for k, v in values.items()},
                                              trial_id=trial)
-        first = (*IDENTITY_HPARAMS, *swept_hparams(self.logdir))
+        first = (*SHOWN_IDENTITY, *swept_hparams(self.logdir))
         for pb in (_experiment_pb(values, list(metrics), first), session):
             self.summary(pb)
 
