@@ -13,7 +13,8 @@ from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = sorted(p.stem for p in (REPO / "experiments").glob("[!_]*.py"))
-FLATTENED = {"depth", "norm_placement", "residual_flow", "residuals"}  # import FLAT_ACCURACY
+FLATTENED = {"depth", "depth_article", "depth_remedies", "norm_placement", "residual_flow",
+             "residuals"}  # import FLAT_ACCURACY
 
 
 def _synthetic() -> set[str]:

@@ -1,0 +1,128 @@
+"""The deep-stack studies with initialization, learning rate and budget taken out (issue 64):
+studies/deep_arms.py's arms, and experiments/depth_remedies.py and depth_article.py built on it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from transformer_jax.config import BranchInit, Norm
+from transformer_jax.studies import deep_arms, study as study_lib
+from transformer_jax.studies.deep_arms import COLLAPSES, TRAINS, Arm, Thresholds
+from transformer_jax.studies.loading import load_module
+from transformer_jax.studies.study import Comparison, Kind, Measure
+from transformer_jax.train import check_config
+
+REPO = Path(__file__).resolve().parents[2]
+STUDIES = ("depth_remedies", "depth_article")
+T = Thresholds(leaves_chance=0.25, near_reference=0.05, blown_loss=10.0, vanished_ratio=0.1,
+               exploded_rms=100.0)
+
+
+def _by_text(expectations, arm: str) -> dict[str, study_lib.Expectation]:
+    return {e.text: e for e in expectations if e.a == arm}
+
+
+def test_an_arm_that_trains_registers_outcome_and_mechanism_at_start_and_end():
+    arm = Arm("none_res", "depth_scaled", 24, TRAINS)
+    found = deep_arms.keyed(arm, T, chance=1 / 16)
+    assert [e.a for e in found] == ["none_res_depth_scaled_L24"] * 7
+    leaves, near, finite, ratio0, ratio1, rms0, rms1 = found
+    assert (leaves.comparison, leaves.margin, leaves.worst) == (Comparison.AT_LEAST, 0.25, 1 / 16)
+    assert (near.comparison, near.margin, near.b) == (Comparison.BETTER, -0.05,
+                                                      "none_res_standard_L2")
+    assert (finite.metric, finite.comparison, finite.at_step, finite.worst) == (
+        "train/loss", Comparison.AT_MOST, 1, 1e6)
+    assert not finite.higher_is_better
+    assert (ratio0.metric, ratio0.at_step, ratio1.at_step) == ("layers/grad_norm_ratio", 1, None)
+    assert ratio0.comparison is ratio1.comparison is Comparison.AT_LEAST
+    assert (rms0.metric, rms0.comparison, rms0.at_step, rms1.at_step) == (
+        "layers/residual_rms_last_layer", Comparison.AT_MOST, 1, None)
+    assert all(e.kind is Kind.FINDING and e.measure is Measure.FINAL for e in found)
+
+
+@pytest.mark.parametrize("architecture, expected", [
+    ("pre_nores", [("layers/grad_norm_ratio", Comparison.AT_MOST)]),  # vanishes
+    ("none_res", [("train/loss", Comparison.AT_LEAST)]),  # blows up
+    ("post_res", []),
+])
+def test_an_arm_that_collapses_stays_at_chance_with_its_architectures_failure(architecture,
+                                                                              expected):
+    found = deep_arms.keyed(Arm(architecture, "standard", 96, COLLAPSES), T, chance=1 / 16)
+    stays, *mechanism = found
+    assert (stays.metric, stays.comparison, stays.margin, stays.worst) == (
+        "eval/accuracy", Comparison.AT_MOST, 0.25, 1 / 16)
+    assert [(e.metric, e.comparison) for e in mechanism] == expected
+    assert all(e.at_step == 1 for e in mechanism)
+
+
+def test_kinds_apply_to_the_keyed_expectation_only():
+    arm = Arm("pre_res", "standard", 24, TRAINS, kinds={"ratio_end": (Kind.CHECK, "measured"),
+                                                      "leaves_chance": (Kind.POST_HOC, "seen")})
+    kinds = [(e.kind, e.why) for e in deep_arms.keyed(arm, T, chance=1 / 16)]
+    assert kinds[0] == (Kind.POST_HOC, "seen") and kinds[4] == (Kind.CHECK, "measured")
+    assert all(k == (Kind.FINDING, "") for i, k in enumerate(kinds) if i not in (0, 4))
+
+
+def test_every_arm_and_reference_is_tuned_over_the_rates_alone():
+    arms = [Arm("pre_res", "standard", 24, TRAINS), Arm("none_res", "rezero", 24, TRAINS),
+            Arm("none_res", "standard", 24, COLLAPSES)]
+    variants, tuned = deep_arms.variants_and_arms(arms, (1e-3, 3e-3), width=16)
+    assert list(tuned) == ["pre_res_standard_L24", "none_res_rezero_L24",
+                           "none_res_standard_L24", "pre_res_standard_L2", "none_res_standard_L2"]
+    for arm, candidates in tuned.items():
+        assert [variants[c]["train.learning_rate"] for c in candidates] == [1e-3, 3e-3]
+        rest = [{k: v for k, v in variants[c].items() if k != "train.learning_rate"}
+                for c in candidates]
+        assert rest[0] == rest[1]
+        assert rest[0]["model.d_model"] == 16 and rest[0]["model.d_ff"] == 64
+    assert variants["none_res_rezero_L24~learning_rate=0.001"]["model.branch_init"] == "rezero"
+    assert variants["none_res_standard_L2~learning_rate=0.003"]["model.num_layers"] == 2
+
+
+@pytest.mark.parametrize("name", STUDIES)
+@pytest.mark.parametrize("size", ["tiny", "default", "large"])
+def test_each_study_builds_its_arms_as_registered(name, size):
+    path = REPO / "experiments" / f"{name}.py"
+    experiment = load_module(path)
+    study = study_lib.load_study(path, size)
+    s = experiment.SIZES[size]
+    assert study.suite == name and study.seeds == (0, 1, 2)
+    assert study.extend_grid.cap == experiment.GRID_CAP >= 1
+    assert (study.plateau.first, study.plateau.step, study.plateau.cap) == (
+        s["first"], s["step"], s["cap"])
+    arms = experiment.arms(s["depth"])
+    assert set(study.tuned) == {a.name for a in arms} | set(deep_arms.references(arms))
+    for arm, candidates in study.tuned.items():
+        assert len(candidates) == len(experiment.LEARNING_RATES) >= 3  # an interior is possible
+        for candidate in candidates:
+            config = study.config(candidate, 0)
+            _, model = check_config(config)
+            spec = next((a for a in arms if a.name == arm), None)
+            depth = deep_arms.REFERENCE_DEPTH if spec is None else spec.depth
+            architecture = arm.split("_standard_L")[0] if spec is None else spec.architecture
+            overrides = deep_arms.ARCHITECTURES[architecture]
+            assert model.num_layers == depth and model.d_model == s["width"]
+            assert (model.norm, model.residual) == (Norm(overrides["model.norm"]),
+                                                   overrides["model.residual"])
+            assert model.branch_init is BranchInit("standard" if spec is None else spec.init)
+            # the remedy is the initialization alone: no warm-up, no clipping, a constant rate
+            assert (config.train.warmup_steps, config.train.grad_clip_norm,
+                    config.train.schedule) == (0, 0.0, "constant")
+            assert config.data.task == "sort" and config.data.seq_len == 8
+    # every tuned arm has its flattened check, every reference is judged as one
+    flat = {e.a for e in study.expectations if e.measure is Measure.LATE_GAIN}
+    assert flat == set(study.tuned)
+    assert all(e.kind is not Kind.FINDING for e in study.expectations
+               if e.measure is Measure.LATE_GAIN or e.a.endswith("_L2"))
+
+
+def test_the_rival_prediction_is_registered_for_the_remedied_no_norm_arms():
+    for name in STUDIES:
+        experiment = load_module(REPO / "experiments" / f"{name}.py")
+        arms = experiment.arms(experiment.SIZES["default"]["depth"])
+        outcome = {(a.architecture, a.init): a.outcome for a in arms}
+        assert outcome[("none_res", "depth_scaled")] == TRAINS
+        assert outcome[("none_res", "standard")] == COLLAPSES
+        assert outcome[("pre_res", "standard")] == TRAINS
+        assert "rival" in experiment.__doc__
