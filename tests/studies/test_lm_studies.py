@@ -135,23 +135,23 @@ def test_suites_filter_the_studies_of_a_directory(size):
     everything = [s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "all")]
     assert lm == [n for n in LM_STUDIES if SUITE[n] == "lm"] and not main & set(LM_STUDIES)
     assert {"scaling", "positions"} <= main
-    depth = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "depth")}
-    assert depth == {"depth"} and not depth & (main | set(lm))  # alone: it fills its 30 minutes
-    components = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "components")}
-    assert {"heads", "induction"} <= components and not components & (main | set(lm) | depth)
-    mechanisms = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "mechanisms")}
-    assert "causal_mask" in mechanisms and not mechanisms & (main | set(lm) | depth | components)
-    precision = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "precision")}
-    assert precision == {"lm_bfloat16"}  # alone: its bfloat16 arm is slow where it is emulated
-    circuits = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "circuits")}
-    assert circuits == {"lm_head_roles"}  # alone: its one 4,000-step run fills 20 minutes
-    assert not mechanisms & circuits
-    assert set(everything) == (main | set(lm) | depth | components | mechanisms | precision
-                               | circuits)
+    of = {name: [s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, name)]
+          for name in SUITES if name != "all"}
+    # Every declared suite holds a study, no study is in two suites, and 'all' is their union.
+    assert all(of.values()), [name for name, studies in of.items() if not studies]
+    assert sum(len(v) for v in of.values()) == len(everything) == len(set(everything))
+    assert set(everything) == set().union(*of.values())
+    assert of["depth"] == ["depth"]  # alone: it fills its 30 minutes
+    assert {"heads", "induction"} <= set(of["components"])
+    assert "causal_mask" in of["mechanisms"]
+    assert of["precision"] == ["lm_bfloat16"]  # alone: its bfloat16 arm is slow where emulated
+    assert of["circuits"] == ["lm_head_roles"]  # alone: its one 4,000-step run fills 20 minutes
+    assert of["depth_remedies"] == ["depth_remedies"] and of["depth_article"] == ["depth_article"]
     # the main suite first, then each suite's studies together (suites by name)
     assert everything[:len(main)] == [n for n in everything if n in main]
-    first_lm = everything.index(lm[0])
-    assert everything[first_lm:first_lm + len(lm)] == lm
+    for studies in of.values():
+        first = everything.index(studies[0])
+        assert everything[first:first + len(studies)] == studies
     with pytest.raises(ConfigError, match=f"--suite='nope' is not one of: {', '.join(SUITES)}"):
         sweep.select_studies(EXPERIMENTS, size, "nope")
 
