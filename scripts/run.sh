@@ -3,16 +3,17 @@
 # synthetic data the project generates itself. Creates .venv (repo root) when missing.
 #   scripts/run.sh [WORKDIR] [extra sweep flags, e.g. --size=large --jobs=1]
 #   scripts/run.sh --suite=NAME [WORKDIR] [flags]   # another suite; NAME is one of
-#     main            the studies on generated data
-#     lm              the real-text studies (tiny Shakespeare)
-#     depth           deep stacks, to the plateau, up to 96 layers
-#     depth_remedies  24 layers, each remedy, tuned
-#     depth_article   96 layers, each remedy, tuned
-#     components      BatchNorm, heads, induction, softmax gradient, residual-stream range
-#     mechanisms      causal mask, residual gradients, BatchNorm on text
-#     precision       bfloat16 products in a character LM
-#     circuits        a larger character LM's heads, by knock-out
-#     all             every study, whatever its suite
+#     main             the studies on generated data
+#     lm               the real-text studies (tiny Shakespeare)
+#     depth            deep stacks, to the plateau, up to 96 layers
+#     depth_remedies   24 layers, each remedy, tuned
+#     depth_article    96 layers, each remedy, tuned
+#     softmax_plateau  ÷√d_k at the plateau, each arm tuned
+#     components       BatchNorm, heads, induction, softmax gradient, residual-stream range
+#     mechanisms       causal mask, residual gradients, BatchNorm on text
+#     precision        bfloat16 products in a character LM
+#     circuits         a larger character LM's heads, by knock-out
+#     all              every study, whatever its suite
 # (the suites as transformer_jax/studies/catalog.py declares them: tests/studies/test_suites.py).
 # --suite may stand anywhere; WORKDIR is the first other argument when it is not a flag, by
 # default runs/studies (main) or runs/<suite>_studies.

@@ -1,0 +1,72 @@
+"""experiments/softmax_plateau.py (issue 64, item 5): ÷√d_k judged at the plateau, each arm at its
+own best learning rate, with d_k moved alone (d_model fixed)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from transformer_jax.studies import study as study_lib
+from transformer_jax.studies.loading import load_module
+from transformer_jax.studies.study import Comparison, Kind, Measure
+from transformer_jax.train import check_config
+
+REPO = Path(__file__).resolve().parents[2]
+PATH = REPO / "experiments" / "softmax_plateau.py"
+ARM_FIELDS = {"model.head_dim", "model.attn_scale", "model.qk_init_scale",
+              "train.learning_rate"}
+
+
+@pytest.mark.parametrize("size", ["tiny", "default", "large"])
+def test_the_arms_differ_in_d_k_scale_init_and_rate_alone(size):
+    experiment = load_module(PATH)
+    study = study_lib.load_study(PATH, size)
+    s = experiment.SIZES[size]
+    assert study.suite == "softmax_plateau" and study.seeds == (0, 1, 2)
+    assert study.base.model.d_model == s["d_model"] and study.base.model.num_heads == 1
+    assert set().union(*study.variants.values()) <= ARM_FIELDS  # no width, depth or norm moves
+    assert len(study.tuned) == 3 * len(s["d_ks"])
+    for arm, candidates in study.tuned.items():
+        rates = [study.variants[c]["train.learning_rate"] for c in candidates]
+        assert rates == list(experiment.LEARNING_RATES)
+        rest = [{k: v for k, v in study.variants[c].items() if k != "train.learning_rate"}
+                for c in candidates]
+        assert all(r == rest[0] for r in rest)
+        d_k = rest[0]["model.head_dim"]
+        assert arm.endswith(f"_d{d_k}") and d_k in s["d_ks"]
+        assert rest[0]["model.attn_scale"] == arm.startswith("scaled")
+        assert rest[0].get("model.qk_init_scale", 1.0) == (
+            d_k ** -0.25 if "small_init" in arm else 1.0)
+        for c in candidates:  # each candidate is a valid config, d_k moved alone
+            _, model = check_config(study.config(c, 0))
+            assert (model.d_model, model.d_k, model.num_heads) == (s["d_model"], d_k, 1)
+    train = study.base.train
+    assert (train.schedule, train.warmup_steps, train.grad_clip_norm) == ("constant", 0, 0.0)
+    assert (study.plateau.first, study.plateau.step, study.plateau.cap) == (
+        s["first"], s["step"], s["cap"]) and train.num_steps == s["first"]
+    assert study.extend_grid.field == "train.learning_rate"
+
+
+@pytest.mark.parametrize("size", ["tiny", "default"])
+def test_the_registered_expectations_judge_each_d_k(size):
+    experiment = load_module(PATH)
+    study = study_lib.load_study(PATH, size)
+    s = experiment.SIZES[size]
+    # The gradient "while every arm still trains" is read inside the first stage.
+    assert 0 < s["mid"] < s["first"] and s["log_every"] <= s["mid"]
+    for d_k in s["d_ks"]:
+        mine = [e for e in study.expectations if f"_d{d_k}" in e.a
+                and e.measure is Measure.FINAL]
+        by = {(e.metric, e.comparison, e.at_step): e for e in mine}
+        harm = by[("eval/accuracy", Comparison.BETTER, None)]
+        assert (harm.a, harm.b, harm.margin) == (f"scaled_d{d_k}", f"unscaled_d{d_k}", 0.05)
+        grads = [e for e in mine if e.metric == experiment.QK_GRAD]
+        assert sorted((e.at_step or 0) for e in grads) == [0, s["mid"]]
+        assert all((e.a, e.b, e.comparison, e.margin, e.higher_is_better) == (
+            f"unscaled_d{d_k}", f"scaled_d{d_k}", Comparison.RATIO, 2.0, False) for e in grads)
+        entropy = by[(experiment.ENTROPY, Comparison.BETTER, None)]
+        assert (entropy.a, entropy.b, entropy.margin) == (f"scaled_d{d_k}", f"unscaled_d{d_k}", 0.3)
+        kinds = {e.text: e.kind for e in mine}
+        assert list(kinds.values()).count(Kind.CHECK) == 1  # the scaled arm learns the task
+    late = [e for e in study.expectations if e.measure is Measure.LATE_GAIN]
+    assert sorted(e.a for e in late) == sorted(study.tuned)
