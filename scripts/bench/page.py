@@ -6,9 +6,10 @@ number is retyped:
 
 Each results file is one JSON line a benchmark wrote with `--out` (scripts/benchmark.py's full
 run, `suite`, and its `profile`; scripts/vs_nanogpt.sh at nanoGPT's 2,000 iterations;
-scripts/first_step.py; scripts/memory.py), with the machine it ran on. Each
-table keeps one row per CPU measured (model name and logical CPUs), the latest run's, dated;
-`profile` gets a table per CPU, a row per variant.
+scripts/first_step.py; scripts/memory.py; scripts/bench/eager_example.py), with the machine it
+ran on. Each table keeps one row per CPU measured (model name and logical CPUs), the latest
+run's, dated (the eager example: one per CPU and example version); `profile` gets a table per
+CPU, a row per variant.
 The tables go between `<!-- results:start -->` and `<!-- results:end -->`; `--check` writes
 nothing and fails when the page is not what the results files give.
 """
@@ -110,6 +111,19 @@ def _first_step_cells(r: dict) -> tuple[str, ...]:
             _stack(r["machine"]))
 
 
+def _eager_cells(r: dict) -> tuple[str, ...]:
+    """Cold / warm, seconds: the example (build + first call), then each phase; the programs
+    the cold build and first call compiled."""
+    e = r["eager_example"]
+    cold, warm = e["cold"], e["warm"]
+    both = lambda key: f"{cold['phases'][key]['wall_s']:.2f} / {warm['phases'][key]['wall_s']:.2f}"
+    return (f"`{e['example']}`", str(e["rounds"]),
+            f"**{cold['example_s']:.2f} / {warm['example_s']:.2f}**", both("import"),
+            both("build"), both("first call"), both("rest"),
+            f"{cold['phases']['build']['programs']} / {cold['phases']['first call']['programs']}",
+            _stack(r["machine"]))
+
+
 def _memory_cells(r: dict) -> tuple[str, ...]:
     stages = {s["stage"]: s["peak_mib"] for s in r["stages"]}
     runs, steps = r["runs"], r["steps"]  # render keeps the records of NANOGPT_ITERS steps
@@ -166,6 +180,8 @@ def render(records: list[dict]) -> str:
     memory = latest_per_cpu(r for r in records if "stages" in r and "runs" in r
                             and r.get("steps") == NANOGPT_ITERS)
     profile = latest_per_cpu(r for r in records if r.get("mode") == "profile")
+    eager = latest_per_cpu((r for r in records if "eager_example" in r),
+                           lambda r: r["eager_example"]["example"])
     return "\n".join([
         START,
         "**`scripts/benchmark.py suite`, the full run** (ratios of wall time: ours over PyTorch's, "
@@ -194,6 +210,15 @@ def render(records: list[dict]) -> str:
         _table(("to first step", "imports", "init", "first call: compile", "trace + lower",
                 "peak MiB", "stack"), first_step, _first_step_cells,
                "No first-step run recorded yet."),
+        "",
+        "**`scripts/bench/eager_example.py`, the README's \"use the modules\" example** run as "
+        "written (seconds, cold / warm compilation cache, medians over fresh processes; the "
+        "example is build + first call; the imports are JAX's and Flax's; programs: what the "
+        "cold build / first call compiled):",
+        "",
+        _table(("example", "rounds", "example s", "import", "build", "first call",
+                "rest (prints, attention)", "programs", "stack"), eager, _eager_cells,
+               "No eager-example run recorded yet."),
         "",
         "**`scripts/memory.py`, peak resident MiB by stage** (each stage a fresh interpreter "
         "doing what the one before did and one thing more; then whole runs of the char LM, the "

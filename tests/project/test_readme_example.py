@@ -4,8 +4,12 @@ from __future__ import annotations
 import pathlib
 import re
 
+import jax
 import numpy as np
 import pytest
+from flax import nnx
+
+from transformer_jax import Transformer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HEADING = "## Use the modules"
@@ -34,6 +38,15 @@ def test_readme_usage_example_runs(capsys):
     weights = np.asarray(weights)
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
     assert np.all(weights[..., np.triu(np.ones((10, 10), bool), k=1)] == 0.0)  # causal
+
+    # built and called compiled, as eagerly: the same numbers, bit for bit
+    eager = Transformer(cfg, rngs=nnx.Rngs(0))
+    for compiled, plain in zip(jax.tree.leaves(nnx.state(namespace["model"])),
+                               jax.tree.leaves(nnx.state(eager))):
+        np.testing.assert_array_equal(compiled, plain)
+    eager_logits, eager_probes = eager(namespace["tokens"], probe=True)
+    np.testing.assert_array_equal(logits, eager_logits)
+    np.testing.assert_array_equal(weights, eager_probes.weights)
 
     assert out.shape == (1, 5, 2, 8) and attn.shape == (1, 2, 5, 5)
     np.testing.assert_allclose(np.asarray(attn).sum(-1), 1.0, atol=1e-5)

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from transformer_jax.config import AttentionImpl, DenseMatmul
+from transformer_jax.model import initializers
 from transformer_jax.model.dense import Dense
 from transformer_jax.model.hook_points import asks, tap
 from transformer_jax.model.norms import qk_norm as qk_layer_norm
@@ -194,7 +195,7 @@ def max_abs_allowed_logit(logits: Array, mask: Optional[Array]) -> Array:
     return jnp.max(jnp.where(allowed & real_query, jnp.abs(logits), 0.0))
 
 
-LINEAR_INIT = nnx.initializers.lecun_normal()  # nnx.Linear's own default: var 1/fan_in
+LINEAR_INIT = initializers.lecun_normal  # nnx.Linear's own default: var 1/fan_in
 
 
 def scaled_init(init: Callable, factor: float) -> Callable:

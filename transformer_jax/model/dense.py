@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from transformer_jax.config import DenseMatmul
+from transformer_jax.model import initializers
 
 MATMUL_2D = (((1,), (0,)), ((), ()))  # [N, in] · [in, out]: contract in, no batch axes
 
@@ -79,6 +80,7 @@ class Dense(nnx.Linear):
                  matmul: DenseMatmul = DenseMatmul.COMPUTE, **linear_kwargs):
         if matmul is DenseMatmul.BFLOAT16:
             linear_kwargs["dot_general"] = bfloat16_dot_general
+        linear_kwargs.setdefault("kernel_init", initializers.lecun_normal)  # nnx.Linear's, flat
         super().__init__(in_features, out_features, **linear_kwargs)
 
     def __call__(self, x: jax.Array) -> jax.Array:

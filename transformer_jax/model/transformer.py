@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from transformer_jax.model import positions as pos
+from transformer_jax.model import initializers, positions as pos
 from transformer_jax.model.attention import AttentionProbe, Mask
 from transformer_jax.model.blocks import Block, compute_dtype, dropout, norm_layer
 from transformer_jax.config import Head, ModelConfig, Norm, Position
@@ -127,7 +127,7 @@ class Transformer(nnx.Module):
         dtype = compute_dtype(cfg)
         # Unit-variance token vectors: N(0, 1/d_model) scaled by √d_model, as in the paper.
         self.embed = nnx.Embed(cfg.vocab_size, cfg.d_model, dtype=dtype, rngs=rngs,
-                               embedding_init=jax.nn.initializers.normal(cfg.d_model ** -0.5))
+                               embedding_init=initializers.normal(cfg.d_model ** -0.5))
         # BERT's segment embedding (sentence A / B), added like the positions; none by default
         self.token_type_embed = (nnx.Embed(cfg.token_types, cfg.d_model, dtype=dtype, rngs=rngs)
                                  if cfg.token_types else None)
