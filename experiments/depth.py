@@ -298,6 +298,10 @@ def get_study(size: str) -> Study:
             "ebb101f: the fingerprint holds the code that computes the judged values from this "
             "commit on (studies/measured_code.py, issue 63): it moved once for every study; no "
             "design of this study changed",
+            "057aadf (issue 68): the accuracy-by-depth figure drawn as small multiples (a panel "
+            "per architecture, the chance level, no line across a depth not run); "
+            "accuracy_by_depth takes the chance level, width and learning rate for it; its "
+            "table, csv and every judged value unchanged (judged again: 0 verdicts changed)",
         ),
         probes=functools.partial(depth_eval.write_probes, depth=deep),
         suite="depth",
