@@ -18,8 +18,9 @@ the missing warm-up (norm_placement shows warm-up rescues a 2-layer Post-LN):
 The task is `sort` (encoder, lengths 4–16), which 2 layers learn in a few hundred steps, so that
 what changes with depth is whether the stack trains, not whether the task needs depth. Layers
 are scanned (`model.StackedBlocks`), so compile time stays flat in depth. The analysis
-(`transformer_jax.studies.analysis.depth.accuracy_by_depth`) plots final accuracy against depth, one line per architecture,
-with 95 % intervals; the step-0 probe shows the mechanism for the no-residual stack: token
+(`transformer_jax.studies.analysis.depth.accuracy_by_depth`) plots final accuracy against depth,
+one panel per architecture and a line per width and learning rate, with 95 % intervals and the
+chance level; the step-0 probe shows the mechanism for the no-residual stack: token
 representations becoming one vector (rank collapse) layer by layer at initialization.
 
 Issue 50 (written before the run): "trains at all" judged where training has ended, each arm at
@@ -297,8 +298,15 @@ def get_study(size: str) -> Study:
             "ebb101f: the fingerprint holds the code that computes the judged values from this "
             "commit on (studies/measured_code.py, issue 63): it moved once for every study; no "
             "design of this study changed",
+            "057aadf (issue 68): the accuracy-by-depth figure drawn as small multiples (a panel "
+            "per architecture, the chance level, no line across a depth not run); "
+            "accuracy_by_depth takes the chance level, width and learning rate for it; its "
+            "table, csv and every judged value unchanged (judged again: 0 verdicts changed)",
         ),
         probes=functools.partial(depth_eval.write_probes, depth=deep),
         suite="depth",
-        analyses=(depth_eval.accuracy_by_depth,),
+        # its figure draws the chance level (`failed` is it: a uniform guess on the task) and
+        # names the width and learning rate of a line whose name gives neither
+        analyses=(functools.partial(depth_eval.accuracy_by_depth, chance=failed,
+                                    width=s["d_model"], rate=LEARNING_RATE),),
     )

@@ -115,11 +115,12 @@ def test_probe_shows_no_residual_collapsing_faster_than_pre_ln(tmp_path):
     assert (tmp_path / depth_eval.PROBE_FILE).exists()
 
 
-def test_the_plot_draws_a_line_for_every_architecture(tmp_path):
-    """Six architectures (the depth study's four and its two careful arms): six lines, none
-    dropped for want of a line style."""
+def test_the_plot_draws_a_panel_for_every_architecture(tmp_path):
+    """Six architectures (the depth study's four and its two careful arms): six panels, none
+    dropped (tests/studies/test_plots.py reads the figure itself)."""
     names = ["a", "b", "c", "d", "e", "f"]
-    points = {n: {d: {"mean": 0.5, "low": 0.4, "high": 0.6} for d in (2, 24)} for n in names}
+    points = {n: {d: {"mean": 0.5, "low": 0.4, "high": 0.6, "diverged": 0, "runs": 3}
+                  for d in (2, 24)} for n in names}
     assert depth_eval._plot(points, tmp_path / "p.png") == names
 
 

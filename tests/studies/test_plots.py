@@ -1,7 +1,8 @@
 """The study figure (transformer_jax/studies/plots.py) on constructed curves shaped like
 norm_placement's (one variant's loss ~100x and gradient norm ~10^4x the others'), its colours
 and line styles from the variants' overrides (qk_norm's, positions'), overlapping curves, the
-labels (normalized entropy, the eval lengths) and the length analysis' figure."""
+labels (normalized entropy, the eval lengths), the length analysis' figure, and the depth
+analysis' small multiples (a panel per architecture, no line across a depth not run, chance)."""
 from __future__ import annotations
 
 import types
@@ -287,3 +288,98 @@ def test_positions_draws_one_panel_per_task_each_with_its_chance_level():
         assert line.get_ydata()[0] == pytest.approx(chance)
         assert not [line for line in axes[f"eval/loss · task {task}"].get_lines()
                     if line.get_gid() == "chance"]  # a loss has no chance line here
+
+
+# The depth study's lines by name (experiments/depth.py): six architectures at 2..24 layers,
+# pre_res's tuned arms at 2 and 24 (lr 0.001) and at width 16 at 2 and 96 layers.
+DEPTH_LINES = {**{a: (2, 6, 12, 24) for a in ("pre_res", "post_res", "res_no_norm", "pre_no_res",
+                                              "post_res_warmup", "res_no_norm_warmup_clip")},
+               "pre_res_lr0.001": (2, 24), "pre_res_w16": (2, 96), "pre_res_w16_lr0.001": (2, 96),
+               "pre_no_res_w16": (24, 96)}
+DEPTH_GRID = (2, 6, 12, 24, 96)
+
+
+def _arm_lines(ax):
+    """The arms' lines of a panel (not the chance level, nor the error bars' caps)."""
+    return [l for l in ax.get_lines() if not l.get_label().startswith("_")]
+
+
+def _depth_figure(chance=1 / 16):
+    from transformer_jax.studies.analysis import depth
+
+    points = {line: {d: {"mean": 0.5, "low": 0.4, "high": 0.6, "diverged": 0, "runs": 3}
+                     for d in depths} for line, depths in DEPTH_LINES.items()}
+    # every seed of res_no_norm diverged at 24 layers (counted as 0 by the table), one at 12
+    points["res_no_norm"][24] = {"mean": 0.0, "low": 0.0, "high": 0.0, "diverged": 3, "runs": 3}
+    points["res_no_norm"][12] = {"mean": 0.2, "low": 0.0, "high": 0.5, "diverged": 1, "runs": 3}
+    panels = depth.arms_of(points, width=32, rate=3e-3)
+    return plots.by_depth_figure(panels, metric="eval/accuracy", chance=chance), panels
+
+
+def _depth_of(x: float) -> int:
+    """The depth a (dodged) x was drawn at: the nearest on the log axis."""
+    return min(DEPTH_GRID, key=lambda d: abs(np.log2(x / d)))
+
+
+def test_the_depth_figure_draws_one_panel_per_architecture():
+    fig, panels = _depth_figure()
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["pre_res", "post_res", "res_no_norm",
+                                               "pre_no_res", "post_res_warmup",
+                                               "res_no_norm_warmup_clip"]
+    drawn = {ax.get_title(): [l.get_label() for l in _arm_lines(ax)]
+             for ax in axes}
+    assert drawn["pre_res"] == ["width 32, lr 0.003", "width 32, lr 0.001", "width 16, lr 0.003",
+                                "width 16, lr 0.001"]
+    assert drawn["pre_no_res"] == ["width 32, lr 0.003", "width 16, lr 0.003"]
+    assert all(drawn[a] == ["width 32, lr 0.003"] for a in ("post_res", "res_no_norm"))
+    # colour by width, line style by learning rate: the same in every panel, and in the legend
+    lines = {l.get_label(): l for ax in axes for l in _arm_lines(ax)}
+    assert lines["width 16, lr 0.001"].get_color() == lines["width 16, lr 0.003"].get_color() \
+        != lines["width 32, lr 0.001"].get_color()
+    assert lines["width 32, lr 0.001"].get_linestyle() == \
+        lines["width 16, lr 0.001"].get_linestyle() != lines["width 32, lr 0.003"].get_linestyle()
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "width 32, lr 0.003", "width 32, lr 0.001", "width 16, lr 0.003", "width 16, lr 0.001",
+        "chance (a uniform guess)", "no value: every seed diverged"]
+    assert all(ax.get_xscale() == "log" for ax in axes)
+
+
+def test_the_depth_figure_draws_no_line_across_a_depth_not_run():
+    fig, _ = _depth_figure()
+    joined = {}
+    for ax in fig.axes:
+        for line in _arm_lines(ax):
+            x, y = line.get_xydata().T
+            pairs = [(_depth_of(x[i]), _depth_of(x[i + 1])) for i in range(len(x) - 1)
+                     if np.isfinite(y[i]) and np.isfinite(y[i + 1])]
+            joined[(ax.get_title(), line.get_label())] = pairs
+    assert joined[("pre_res", "width 32, lr 0.003")] == [(2, 6), (6, 12), (12, 24)]
+    assert joined[("pre_res", "width 32, lr 0.001")] == []  # 2 and 24: 6 and 12 not run
+    assert joined[("pre_res", "width 16, lr 0.003")] == []  # 2 and 96
+    assert joined[("pre_no_res", "width 16, lr 0.003")] == [(24, 96)]  # next to each other
+    # each point that ran is drawn, at its depth (a point alone shows as its marker)
+    drawn = {(ax.get_title(), line.get_label()): [_depth_of(x) for x, y in line.get_xydata()
+                                                   if np.isfinite(y)]
+             for ax in fig.axes for line in _arm_lines(ax)}
+    assert drawn[("pre_res", "width 16, lr 0.001")] == [2, 96]
+    assert drawn[("pre_res", "width 32, lr 0.001")] == [2, 24]
+    assert drawn[("pre_res", "width 32, lr 0.003")] == [2, 6, 12, 24]
+    # a depth where every seed diverged has no value: no line to it, a cross on the floor
+    assert joined[("res_no_norm", "width 32, lr 0.003")] == [(2, 6), (6, 12)]
+    (ax,) = [ax for ax in fig.axes if ax.get_title() == "res_no_norm"]
+    (cross,) = [l for l in ax.get_lines() if l.get_gid() == "failed"]
+    assert [_depth_of(x) for x in cross.get_xdata()] == [24] and list(cross.get_ydata()) == [0]
+    assert "no value: every seed diverged" in [t.get_text() for t in fig.legends[0].get_texts()]
+
+
+def test_the_depth_figure_draws_the_chance_level_in_every_panel():
+    fig, _ = _depth_figure(chance=1 / 16)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    for ax in axes:
+        (chance,) = [l for l in ax.get_lines() if l.get_gid() == "chance"]
+        assert list(chance.get_ydata()) == pytest.approx([1 / 16, 1 / 16])
+        assert any("chance 0.0625" in t.get_text() for t in ax.texts)
+    fig, _ = _depth_figure(chance=None)
+    assert not [l for ax in fig.axes for l in ax.get_lines() if l.get_gid() == "chance"]

@@ -345,3 +345,120 @@ def plot_lines(path: Path, series: dict[str, tuple[Sequence[float], Sequence[flo
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
+
+
+# The by-depth figure: an arm is (colour words, line-style words), e.g. ("width 16", "lr 0.001")
+Point = Mapping[str, Any]  # {"mean", "low", "high"}: a mean over seeds, its interval; "failed"
+Arm = tuple[str, str]
+DEPTH_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
+DEPTH_MARKERS = ("o", "s", "^", "D")
+DEPTH_DODGE = 0.06  # how far apart (in log2 layers) the arms' points sit at one depth
+FAILED_WORDS = "no value: every seed diverged"
+
+
+def depth_styles(arms: Sequence[Arm]) -> dict[Arm, dict[str, Any]]:
+    """arm -> line keywords, in the legend's order (by colour, then line style): colour and
+    marker by its first words, line style by its second; a point alone shows no line style, so
+    the marker is hollow for every second one."""
+    colours = list(dict.fromkeys(a[0] for a in arms))
+    kinds = list(dict.fromkeys(a[1] for a in arms))
+    styles = {}
+    for a in sorted(arms, key=lambda a: (colours.index(a[0]), kinds.index(a[1]))):
+        c, k = colours.index(a[0]), kinds.index(a[1])
+        styles[a] = dict(color=DEPTH_COLOURS[c % len(DEPTH_COLOURS)],
+                         marker=DEPTH_MARKERS[c % len(DEPTH_MARKERS)],
+                         linestyle=LINE_STYLES[k % len(LINE_STYLES)], linewidth=1.8,
+                         markersize=6, **({"markerfacecolor": "white"} if k % 2 else {}))
+    return styles
+
+
+def by_depth_figure(panels: Mapping[str, Mapping[Arm, Mapping[int, Point]]], *, metric: str,
+                    chance: Optional[float] = None, interval_words: str = ""):
+    """Small multiples of `metric` against depth: one panel per architecture (`panels`' keys),
+    one line per arm in it (`depth_styles`), each point a mean with its interval as an error
+    bar, clipped to the metric's range; a point marked "failed" (every seed diverged) has no
+    value and is a cross on the axis' floor. A line joins two depths only where both have a
+    value and they are next to each other among all the figure's depths: a depth an arm did not
+    run breaks its line (a nan in its data), so no line claims a value between runs 2 and 96
+    layers apart. The chance level is dotted in every panel; x is log 2, shared by all."""
+    plt = file_pyplot()
+
+    depths = sorted({d for arms in panels.values() for arm in arms.values() for d in arm})
+    styles = depth_styles(list(dict.fromkeys(a for per_arm in panels.values() for a in per_arm)))
+    arms = list(styles)
+    lowest = bounds.metric_bounds(metric)[0]
+    floor = lowest if math.isfinite(lowest) else 0.0  # where a point without a value is marked
+    cols = min(COLUMNS, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False,
+                             sharex=True, sharey=True)
+    for ax, (architecture, per_arm) in zip(axes.flat, panels.items()):
+        for arm, points in per_arm.items():
+            dodge = 2.0 ** (DEPTH_DODGE * (arms.index(arm) - (len(arms) - 1) / 2))
+            x = np.array(depths, float) * dodge  # x is log 2: a constant shift
+            failed = np.array([bool(points.get(d, {}).get("failed")) for d in depths])
+            valued = {d: p for d, p in points.items() if not p.get("failed")}
+            mean, low, high = (np.array([valued[d][k] if d in valued else np.nan for d in depths])
+                               for k in ("mean", "low", "high"))
+            low, high = bounds.clip_to_bounds(metric, low, high)
+            ax.plot(x, mean, label=", ".join(arm), **styles[arm])
+            ran = np.isfinite(mean)
+            ax.errorbar(x[ran], mean[ran], yerr=[mean[ran] - low[ran], high[ran] - mean[ran]],
+                        fmt="none", ecolor=styles[arm]["color"], capsize=3, linewidth=1.0)
+            if failed.any():
+                ax.plot(x[failed], np.full(failed.sum(), floor), ls="none", marker="x",
+                        markersize=7, mew=2, color=styles[arm]["color"], gid="failed",
+                        label="_failed")
+        if chance is not None:
+            ax.axhline(chance, color="black", lw=1.0, ls=":", gid="chance")
+            ax.annotate(f"chance {chance:.3g}", (1.0, chance), xycoords=("axes fraction", "data"),
+                        xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom",
+                        fontsize=FONT["ticks"] - 2)
+        ax.set_title(architecture, fontsize=FONT["title"])
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=FONT["ticks"] - 1)
+    axes[0, 0].set_xscale("log", base=2)  # shared: every panel
+    axes[0, 0].set_xticks(depths, [str(d) for d in depths])
+    if bounds.metric_bounds(metric) == (0.0, 1.0):
+        axes[0, 0].set_ylim(-0.02, 1.02)
+    for ax in axes[-1]:
+        ax.set_xlabel("layers (log scale)", fontsize=FONT["label"])
+    for ax in axes[:, 0]:
+        ax.set_ylabel(f"final {y_label(metric)}", fontsize=FONT["label"])
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    _depth_legend(fig, arms, styles, chance, any(
+        p.get("failed") for per_arm in panels.values() for ps in per_arm.values()
+        for p in ps.values()), f"{metric}: line and point, the mean over seeds; "
+                                 f"{interval_words}\na depth an arm did not run breaks its line")
+    fig.tight_layout()
+    return fig
+
+
+def _depth_legend(fig, arms, styles, chance: Optional[float], failed: bool, title: str) -> None:
+    """Below the panels: a column per colour (width), then the chance level and the cross."""
+    import matplotlib.lines
+
+    handles = [matplotlib.lines.Line2D([], [], **styles[a]) for a in arms]
+    labels = [", ".join(a) for a in arms]
+    if chance is not None:
+        handles.append(matplotlib.lines.Line2D([], [], color="black", lw=1.0, ls=":"))
+        labels.append("chance (a uniform guess)")
+    if failed:
+        handles.append(matplotlib.lines.Line2D([], [], color="black", ls="none", marker="x",
+                                               markersize=7, mew=2))
+        labels.append(FAILED_WORDS)
+    columns = len({a[0] for a in arms}) + (len(labels) > len(arms))
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns,
+               frameon=False, fontsize=FONT["legend"] - 1, title=title,
+               title_fontsize=FONT["legend"] - 1)
+
+
+def plot_by_depth(path: Path, panels: Mapping[str, Mapping[Arm, Mapping[int, Point]]],
+                  **figure) -> None:
+    """`by_depth_figure`, written to `path` (PNG)."""
+    import matplotlib.pyplot as plt
+
+    fig = by_depth_figure(panels, **figure)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)

@@ -1,12 +1,14 @@
 """Final accuracy against depth: a study analysis (`Study.analyses`) and the step-0 probe of the
 depth study (`experiments/depth.py`).
 
-Variants there are named `<architecture>_L<depth>`; the analysis groups them back into one line
-per architecture. Each point is the mean over seeds of the final `eval/accuracy`, with its 95 %
-Student-t interval (`study.interval_of_mean`); a diverged run counts as accuracy 0, as the
-study's expectations count it, and is reported. Writes `accuracy_by_depth.csv` (architecture,
-depth, seed, accuracy, diverged) and `accuracy_by_depth.png` into the study dir and returns a
-markdown table.
+Variants there are named `<line>_L<depth>`, a line being an architecture, or one of its arms at
+another width or learning rate (`<architecture>_w16_lr0.001`). Each point is the mean over seeds
+of the final `eval/accuracy`, with its 95 % Student-t interval (`study.interval_of_mean`); a
+diverged run counts as DIVERGED_ACCURACY (0) here and is reported (the study's expectations
+count it as chance since 06bcce4). Writes `accuracy_by_depth.csv` (architecture: the line's
+name, depth, seed, accuracy, diverged) and `accuracy_by_depth.png` (plots.by_depth_figure: one
+panel per architecture, a line per arm, the chance level when the study passes it) into the
+study dir and returns a markdown table, one row per line.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import csv
 import math
 import re
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Optional
 
 import numpy as np
 
@@ -25,15 +27,15 @@ from transformer_jax.studies.plots import plot_lines
 from transformer_jax.studies import report
 from transformer_jax.studies import study
 from transformer_jax.config import Norm
-from transformer_jax.train.figures import file_pyplot
 
 METRIC = "eval/accuracy"
-DODGE = 0.06  # how far apart (in log2 layers) the architectures' points sit at one depth
-DODGE_SPAN = 0.36  # at most this far from the first to the last (many lines: closer together)
-DIVERGED_ACCURACY = 0.0  # what a diverged run counts as (experiments/depth.py: FAILED)
+DIVERGED_ACCURACY = 0.0  # what a diverged run counts as here (the expectations: chance)
 CSV_FILE, PLOT_FILE = "accuracy_by_depth.csv", "accuracy_by_depth.png"
 PROBE_FILE = "probe_token_similarity_by_depth.png"
 NAME = re.compile(r"^(?P<architecture>.+)_L(?P<depth>\d+)$")
+# A line's name: its architecture, then the width and the learning rate it was trained at where
+# they are not the study's (experiments/depth.py: narrow, at_rate).
+ARM = re.compile(r"^(?P<architecture>.+?)(?:_w(?P<width>\d+))?(?:_lr(?P<rate>[\d.e+-]+))?$")
 # Architectures of the probe: (norm placement, residual); names as experiments/depth.py's.
 PROBED = {"pre_res": (Norm.PRE, True), "post_res": (Norm.POST, True),
           "res_no_norm": (Norm.NONE, True), "pre_no_res": (Norm.PRE, False)}
@@ -51,13 +53,17 @@ def by_depth(runs: Mapping[tuple[str, int], dict]) -> dict[str, dict[int, dict[i
     return out
 
 
-def accuracy_by_depth(root: Path, runs: Mapping[tuple[str, int], dict]) -> str:
-    """The analysis: writes the csv and the plot into root, returns the markdown table."""
+def accuracy_by_depth(root: Path, runs: Mapping[tuple[str, int], dict],
+                      chance: Optional[float] = None, width: Optional[int] = None,
+                      rate: Optional[float] = None) -> str:
+    """The analysis: writes the csv and the plot into root, returns the markdown table.
+    `chance`: the task's chance accuracy, drawn in every panel; `width`, `rate`: the study's
+    model width and learning rate, the legend's words for a line that names neither."""
     root = Path(root)
     table = by_depth(runs)
     points = points_of(table)
     _write_csv(table, root / CSV_FILE)
-    _plot(points, root / PLOT_FILE)
+    _plot(points, root / PLOT_FILE, chance, width, rate)
     depths = sorted({d for per_depth in table.values() for d in per_depth})
     header = ["architecture"] + [f"{d} layers" for d in depths]
     rows = []
@@ -86,7 +92,8 @@ def _point(per_seed: Mapping[int, float]) -> dict[str, float]:
     values = np.array([v if math.isfinite(v) else DIVERGED_ACCURACY for v in per_seed.values()])
     low, high = study.interval_of_mean(values)
     return {"mean": float(values.mean()), "low": low, "high": high,
-            "diverged": sum(not math.isfinite(v) for v in per_seed.values())}
+            "diverged": sum(not math.isfinite(v) for v in per_seed.values()),
+            "runs": len(values)}
 
 
 def _write_csv(table, path: Path) -> None:
@@ -101,44 +108,34 @@ def _write_csv(table, path: Path) -> None:
                                      int(not math.isfinite(value))])
 
 
-def _plot(points, path: Path) -> list[str]:
-    """Writes the figure; returns the architectures drawn, in order (one line each). Each
-    point's 95 % interval is an error bar, clipped to [0, 1] (bounds.CLIPPED_NOTE); the
-    architectures sit side by side at each depth (bands of six lines would overlap)."""
-    plt = file_pyplot()
+def arms_of(points, width: Optional[int] = None, rate: Optional[float] = None
+            ) -> dict[str, dict[tuple[str, str], dict[int, dict[str, float]]]]:
+    """`points_of`'s lines split by ARM: architecture -> (width words, rate words) -> depth ->
+    point; 'pre_res_w16_lr0.001' is pre_res's arm ('width 16', 'lr 0.001'), 'pre_res' its arm
+    at the study's `width` and `rate` (named so where they are not given). A point whose every
+    seed diverged is "failed": the figure draws no value for it (the table's mean counts each
+    as DIVERGED_ACCURACY)."""
+    words = (f"width {width}" if width else "the study's width",
+             f"lr {rate:g}" if rate else "the study's lr")
+    out: dict[str, dict[tuple[str, str], dict[int, dict[str, float]]]] = {}
+    for line, per_depth in points.items():
+        found = ARM.match(line)
+        arm = (f"width {found['width']}" if found["width"] else words[0],
+               f"lr {found['rate']}" if found["rate"] else words[1])
+        out.setdefault(found["architecture"], {})[arm] = {  # every seed diverged: no value
+            d: {**p, "failed": p["diverged"] == p["runs"]} for d, p in per_depth.items()}
+    return out
 
-    fig, ax = plt.subplots()
-    styles = plots.variant_styles({a: {} for a in points})
-    for k, (architecture, per_depth) in enumerate(points.items()):
-        depths = np.array(sorted(per_depth))
-        mean = np.array([per_depth[d]["mean"] for d in depths])
-        low, high = bounds.clip_to_bounds(METRIC, np.array([per_depth[d]["low"] for d in depths]),
-                                          np.array([per_depth[d]["high"] for d in depths]))
-        step = min(DODGE, DODGE_SPAN / max(len(points) - 1, 1))
-        dodge = 2.0 ** (step * (k - (len(points) - 1) / 2))  # x is log 2: a constant shift
-        ax.errorbar(depths * dodge, mean, yerr=[mean - low, high - mean], capsize=3,
-                    label=architecture, **styles[architecture])
-    ax.set_xscale("log", base=2)
-    all_depths = sorted({d for per_depth in points.values() for d in per_depth})
-    ax.set_xticks(all_depths, [str(d) for d in all_depths])
-    ax.set_title("final accuracy by depth", fontsize=12)
-    ax.set(xlabel="layers (log scale)", ylabel=f"final {METRIC} [fraction]", ylim=(-0.02, 1.02))
-    ax.grid(alpha=0.3)
-    # Below the axes, three to a row: a legend beside them squeezed the axes once the study had
-    # twenty lines. The figure grows by the legend's rows, so the axes keep their height.
-    rows = -(-len(points) // 3)
-    axes_in, label_in, top_in, legend_in = 2.65, 0.55, 0.4, 0.5 + 0.22 * rows  # inches
-    height = top_in + axes_in + label_in + legend_in
-    fig.set_size_inches(8.5, height)
-    fig.subplots_adjust(left=0.09, right=0.98, top=1 - top_in / height,
-                        bottom=(label_in + legend_in) / height)
-    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -label_in / axes_in),
-              title_fontsize=9, ncol=min(3, len(points)),
-              title="architecture (bar: 95 % t-interval over seeds, the verdicts', clipped to "
-                    "[0, 1])")
-    fig.savefig(path, dpi=plots.DPI, bbox_inches="tight")  # the legend's longest names too
-    plt.close(fig)
-    return [text.get_text() for text in ax.get_legend().get_texts()]
+
+def _plot(points, path: Path, chance: Optional[float] = None, width: Optional[int] = None,
+          rate: Optional[float] = None) -> list[str]:
+    """Writes the figure (plots.by_depth_figure: one panel per architecture, its arms' lines
+    broken where a depth was not run); returns the architectures drawn, in order."""
+    panels = arms_of(points, width, rate)
+    plots.plot_by_depth(path, panels, metric=METRIC, chance=chance,
+                        interval_words="bar: 95 % t-interval over seeds (the verdicts'), clipped "
+                                       "to [0, 1]")
+    return list(panels)
 
 
 def read_csv(path: Path) -> dict[str, dict[int, dict[int, float]]]:
