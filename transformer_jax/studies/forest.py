@@ -54,8 +54,8 @@ def scale_words(row: dict[str, Any]) -> str:
     comparison, a, b = Comparison(row["comparison"]), row["a"], row["b"]
     at = "" if row["at_step"] is None else f" at step {row['at_step']}"
     gain = " (late gain)" if row["measure"] == "late_gain" else ""
-    what = {Comparison.BETTER: f"{a} − {b}" if row["higher_is_better"] else
-            f"{b} − {a}, lower is better",
+    what = {Comparison.BETTER: verdict_text.gain_words(row),
+            Comparison.DIFFERENCE_OF_DIFFERENCES: verdict_text.gain_words(row),
             Comparison.WITHIN: f"({a} − {b}) / |{b}|",
             Comparison.RATIO: f"{a} / {b}" if row["higher_is_better"] else
             f"{b} / {a}, lower is better; log axis",

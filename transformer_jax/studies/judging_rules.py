@@ -34,6 +34,9 @@ VERSIONS = {
     # a gain, gap or late gain on a variant whose every run diverged is refused, and so is a
     # comparison with a variant never finite from step 1 (unless it is declared a check)
     4: "e479823555f09cea",
+    # 5 (issue 65): a difference of differences, (a − b) − (c − d) paired by seed, judged as one
+    # expectation (Comparison.DIFFERENCE_OF_DIFFERENCES); no verdict of 4 moves
+    5: "c634d7dba28914ba",
 }
 VERSION = max(VERSIONS)
 

@@ -73,7 +73,7 @@ class Plateau:
 
 def judged_arms(expectations: Sequence[Any], metric: str) -> list[str]:
     """The variants and tuned arms an expectation on `metric` names, in order."""
-    arms = [v for e in expectations if e.metric == metric for v in (e.a, e.b) if v is not None]
+    arms = [v for e in expectations if e.metric == metric for v in e.variants()]
     return list(dict.fromkeys(arms))
 
 

@@ -49,7 +49,8 @@ def expectation_record(e: Expectation, j: Judgement) -> dict[str, Any]:
                        for s, x in xs.items()] for v, xs in j.values.items()},
         "effect": number(j.effect),
         "interval": {"low": number(j.low), "high": number(j.high), "paired": j.paired},
-        "verdict": j.verdict.value, "note": j.note, "failure": failure_value(j.failure)}
+        "verdict": j.verdict.value, "note": j.note, "failure": failure_value(j.failure),
+        **({"c": e.c, "d": e.d} if e.c is not None else {})}  # the second pair, where there is one
 
 
 def kind_of(row: Mapping[str, Any]) -> Kind:

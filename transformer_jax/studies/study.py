@@ -61,12 +61,19 @@ class Comparison(enum.Enum):
     # it if not); `margin` bounds the fraction of `a`'s runs that fail.
     FAIL_RATE_AT_LEAST = "fail_rate_at_least"  # e.g. Post-LN without warm-up fails on some seeds
     FAIL_RATE_AT_MOST = "fail_rate_at_most"  # e.g. Pre-LN fails on at most a few
+    # `a`'s gain over `b` beats `c`'s gain over `d` by at least `margin`: per seed (the four
+    # variants paired by seed), (a − b) − (c − d), signed so that > 0 is better; e.g. the price
+    # of leaving ÷√d_k out grows with d_k (a, b: unscaled, scaled at the wide head; c, d: at the
+    # narrow one, lower is better). An interaction, which two differences judged apart cannot
+    # state.
+    DIFFERENCE_OF_DIFFERENCES = "difference_of_differences"
 
 
 RATES = (Comparison.FAIL_RATE_AT_LEAST, Comparison.FAIL_RATE_AT_MOST)
 # What an expectation measures on a variant, where one whose every run diverged measured none
 # of it (Expectation._refused): a final value that `worst` stands in for is no gain or gap.
-REFUSED_ON_LOST = {Comparison.BETTER: "a gain", Comparison.WITHIN: "a gap"}
+REFUSED_ON_LOST = {Comparison.BETTER: "a gain", Comparison.WITHIN: "a gap",
+                   Comparison.DIFFERENCE_OF_DIFFERENCES: "a gain"}
 # Each comparison's effect when nothing differs ("no effect"; None: it has no such value), from
 # which a verdict that does not hold is told contradicted or smaller than stated
 # (stats.how_it_failed). A new comparison declares its own here (tests/studies/test_failure.py).
@@ -78,7 +85,9 @@ NO_EFFECT: dict[Comparison, Optional[float]] = {
     Comparison.RATIO: 1.0,  # a factor of 1 (the judgement's interval is back-transformed)
     Comparison.FAIL_RATE_AT_LEAST: 0.0,  # no run fails
     Comparison.FAIL_RATE_AT_MOST: 0.0,
+    Comparison.DIFFERENCE_OF_DIFFERENCES: 0.0,  # the two gains are equal
 }
+PAIRS = (Comparison.BETTER, Comparison.WITHIN, Comparison.RATIO)  # of two variants, a and b
 
 
 class Measure(enum.Enum):
@@ -108,7 +117,8 @@ KIND_WORDS = {Kind.FINDING: "finding", Kind.CHECK: "check", Kind.POST_HOC: "post
 PROBES_FILE = "probes.md"  # a study's step-0 probes, as markdown (its plots beside it)
 MACHINE_FIELDS = ("data_dir", "text_path")  # where this machine keeps data: not the design
 # Expectation fields added after fingerprints existed, with their default, left out the same way.
-NEWER_EXPECTATION_FIELDS = {"at_step": None, "measure": Measure.FINAL.value}
+NEWER_EXPECTATION_FIELDS = {"at_step": None, "measure": Measure.FINAL.value, "c": None,
+                            "d": None}
 DISCLOSURE_FIELDS = ("kind", "why")  # what an expectation is evidence of: not its design
 
 
@@ -163,6 +173,8 @@ class Expectation:
     measure: Measure = Measure.FINAL
     kind: Kind = Kind.FINDING
     why: str = ""  # why a check or post hoc is one (shown beside it); a finding needs none
+    c: Optional[str] = None  # DIFFERENCE_OF_DIFFERENCES: the second pair's variants (c − d)
+    d: Optional[str] = None
 
     def __post_init__(self):
         if not isinstance(self.kind, Kind):
@@ -177,10 +189,16 @@ class Expectation:
         if self.measure is not Measure.FINAL and self.at_step is not None:
             raise ConfigError(f"expectation {self.text!r}: at_step={self.at_step} goes with "
                               f"Measure.FINAL, not {self.measure}")
-        two = self.comparison in (Comparison.BETTER, Comparison.WITHIN, Comparison.RATIO)
+        four = self.comparison is Comparison.DIFFERENCE_OF_DIFFERENCES
+        two = self.comparison in PAIRS or four
         if two != (self.b is not None):
             raise ConfigError(f"expectation {self.text!r}: comparison {self.comparison.value} "
                               f"{'needs' if two else 'takes no'} b= (the other variant)")
+        if four != (self.c is not None and self.d is not None) or \
+                (not four and (self.c, self.d) != (None, None)):
+            raise ConfigError(f"expectation {self.text!r}: comparison {self.comparison.value} "
+                              f"{'needs' if four else 'takes no'} c= and d= (the second pair, "
+                              "whose gain c − d the gain a − b is compared with)")
         rate = self.comparison in RATES
         if rate and self.threshold is None:
             raise ConfigError(f"expectation {self.text!r}: {self.comparison.value} needs "
@@ -209,12 +227,13 @@ class Expectation:
                               "runs, between 0 and 1")
 
     def variants(self) -> list[str]:
-        return [self.a, self.b] if self.b is not None else [self.a]
+        return [v for v in (self.a, self.b, self.c, self.d) if v is not None]
 
     def accepted(self) -> tuple[float, float]:
         """The region of `effect` that supports the expectation."""
         if self.comparison in (Comparison.BETTER, Comparison.FAIL_RATE_AT_LEAST,
-                               Comparison.AT_LEAST, Comparison.RATIO):
+                               Comparison.AT_LEAST, Comparison.RATIO,
+                               Comparison.DIFFERENCE_OF_DIFFERENCES):
             return self.margin, math.inf
         if self.comparison is Comparison.WITHIN:
             return -self.margin, self.margin
@@ -317,12 +336,17 @@ class Expectation:
         names = self.variants()
         values = {v: {s: fill[v] if s in diverged[v] else final[v][s] for s in sorted(final[v])}
                   for v in names}
-        paired = len(names) == 2 and list(values[names[0]]) == list(values[names[1]])
+        paired = len(names) >= 2 and all(list(values[v]) == list(values[names[0]])
+                                         for v in names[1:])
         samples = [np.array(list(values[v].values())) for v in names]  # each (seeds,), by seed
         base = dict(values=values, diverged=diverged, fill=fill, paired=paired)
         if any(np.isnan(x).any() for x in samples):
             return Judgement(Verdict.INCONCLUSIVE, effect=math.nan, low=-math.inf, high=math.inf,
                              note="every run diverged: set Expectation.worst", **base)
+        if len(names) == 4 and not paired:
+            return Judgement(Verdict.INCONCLUSIVE, effect=math.nan, low=-math.inf, high=math.inf,
+                             note="a difference of differences pairs its four variants by seed: "
+                                  "they must have the same seeds", **base)
         if self.comparison is Comparison.RATIO and any((x <= 0).any() for x in samples):
             return Judgement(Verdict.INCONCLUSIVE, effect=math.nan, low=-math.inf, high=math.inf,
                              note="a ratio needs positive values: a value is ≤ 0", **base)
@@ -349,6 +373,11 @@ class Expectation:
         """(effect, low, high) of the comparison's statistic."""
         if self.comparison in (Comparison.AT_MOST, Comparison.AT_LEAST):
             return (mean_over_seeds(samples[0]), *mean_interval(samples[0], confidence))
+        sign = 1.0 if self.higher_is_better else -1.0  # gain: > 0 means `a` is better
+        if self.comparison is Comparison.DIFFERENCE_OF_DIFFERENCES:
+            a, b, c, d = samples
+            per_seed = sign * ((a - b) - (c - d))  # (seeds,), paired (_judge_filled)
+            return (mean_over_seeds(per_seed), *mean_interval(per_seed, confidence))
         a, b = samples
         if self.comparison is Comparison.RATIO:
             log_a, log_b = (np.log(x) if self.higher_is_better else -np.log(x) for x in (a, b))
@@ -357,7 +386,6 @@ class Expectation:
             return tuple(np.exp(x) for x in (np.mean(log_a) - np.mean(log_b), low, high))
         if self.comparison is Comparison.WITHIN:
             return (relative_gap(a, b), *relative_gap_interval(a, b, paired, confidence))
-        sign = 1.0 if self.higher_is_better else -1.0  # gain: > 0 means `a` is better
         low, high = difference_interval(a, b, paired, confidence)  # of mean a − mean b
         gain = sign * (mean_over_seeds(a) - mean_over_seeds(b))
         return (gain, low, high) if sign > 0 else (gain, -high, -low)
@@ -477,7 +505,7 @@ class Study:
         self._check_tuned()
         self._check_plateau()
         for e in self.expectations:
-            for v in filter(None, (e.a, e.b)):
+            for v in e.variants():
                 if v not in self.variants and v not in self.tuned:
                     raise ConfigError(f"expectation names variant {v!r}; variants: "
                                       f"{', '.join([*self.variants, *self.tuned])}")

@@ -113,8 +113,17 @@ def _effect_and_threshold(row: dict[str, Any], comparison: Comparison):
     if comparison in (Comparison.AT_MOST, Comparison.AT_LEAST):
         at = "≤" if comparison is Comparison.AT_MOST else "≥"
         return f"{number(effect)} (mean of {a})", f"{at} {number(margin)}", number
-    order = f"{a} − {b}" if row["higher_is_better"] else f"{b} − {a}, lower is better"
-    return f"{number(effect)} ({order})", f"≥ {number(margin)}", number
+    return f"{number(effect)} ({gain_words(row)})", f"≥ {number(margin)}", number
+
+
+def gain_words(row: dict[str, Any]) -> str:
+    """What a gain measures: 'a − b', 'b − a, lower is better', or for a difference of
+    differences '(a − b) − (c − d)' (each pair reversed where lower is better)."""
+    a, b, c, d = row["a"], row["b"], row.get("c"), row.get("d")
+    lower = not row["higher_is_better"]
+    pair = lambda x, y: f"{y} − {x}" if lower else f"{x} − {y}"  # noqa: E731
+    words = pair(a, b) if c is None else f"({pair(a, b)}) − ({pair(c, d)}), paired by seed"
+    return words + (", lower is better" if lower else "")
 
 
 def _nan(x: Optional[float]) -> float:
