@@ -55,6 +55,11 @@ def suite_help() -> str:
     return "; ".join(f"{s.name}: {s.description}" for s in DECLARED)
 
 
+def limit_minutes(suite: str) -> Optional[int]:
+    """How long `suite` may take at --size=default (None: no limit, or no such suite)."""
+    return next((s.limit_minutes for s in DECLARED if s.name == suite), None)
+
+
 def check_suite(suite: str) -> str:
     if suite not in SUITES:
         raise ConfigError(f"--suite={suite!r} is not one of: {', '.join(SUITES)}")

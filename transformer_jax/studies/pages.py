@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import catalog, export, forest, loading, suite_time
+from transformer_jax.studies import cap_reason, catalog, export, forest, loading, suite_time
 from transformer_jax.studies import history as history_lib
 from transformer_jax.studies import preregistration as preregistration_lib
 from transformer_jax.studies import provenance as provenance_lib
@@ -193,8 +193,10 @@ def machine_cell(record: Optional[dict[str, Any]]) -> str:
 def render_page(entry: Entry, verdict: dict[str, Any], runs: str,
                 record: Optional[dict[str, Any]],
                 registered: Optional[dict[str, Any]] = None,
-                past: Optional[history_lib.History] = None) -> str:
-    """One study's page from its verdict record (`verdict`) and results files (pure)."""
+                past: Optional[history_lib.History] = None,
+                suite: Optional[dict[str, Any]] = None) -> str:
+    """One study's page from its verdict record (`verdict`) and results files (pure); `suite`:
+    its suite's time record (suite_time), which says why a plateau's cap stopped it there."""
     files = entry.files
     claim = [f"**Claim.** {entry.claim}", ""]
     if verdict["claim"] != entry.claim:
@@ -216,7 +218,9 @@ def render_page(entry: Entry, verdict: dict[str, Any], runs: str,
              "## Verdict", "", *forest_lines(verdict, files),
              *verdict_text.expectations_table(verdict), "",
              verdict_text.overall_line(verdict), "", verdict_text.notes(verdict), "",
-             *verdict_text.plateau_lines(verdict), *verdict_text.tuning_lines(verdict),
+             *verdict_text.plateau_lines(verdict),
+             *cap_reason.cap_lines(verdict, entry.suite, suite, catalog.limit_minutes(entry.suite)),
+             *verdict_text.tuning_lines(verdict),
              "## Final metrics", "", f"{what[0].upper()}{what[1:]}. {runs}", "",
              *verdict_text.summary_table(verdict), "", verdict_text.intervals_line(verdict),
              f"Per seed: [{csv_name}]({csv_name}).", "", *curves_lines(verdict, files)]
@@ -271,7 +275,16 @@ def write_study_page(entry: Entry) -> Path:
 
 def study_page(entry: Entry) -> str:
     registered = preregistration_lib.read(entry.files.path(preregistration_lib.FILE))
-    return render_page(entry, *read_entry(entry), registered, page_history(entry, registered))
+    return render_page(entry, *read_entry(entry), registered, page_history(entry, registered),
+                       suite_record(entry))
+
+
+def suite_record(entry: Entry) -> Optional[dict[str, Any]]:
+    """The time record of the study's suite beside a results directory's pages (None: none, or
+    a sweep's directory, whose suite time is not recorded)."""
+    if entry.files.layout is not Layout.RESULTS:
+        return None
+    return suite_time.read(entry.files.page.parent / suite_time.file_name(entry.suite))
 
 
 def page_history(entry: Entry, registered: Optional[dict[str, Any]]

@@ -63,9 +63,14 @@ def write(results_dir: Path, found: dict[str, Any]) -> Path:
     return provenance.write(Path(results_dir) / file_name(found["suite"]), found)
 
 
+def read(path: Path) -> Optional[dict[str, Any]]:
+    """One suite's record (None: no such file)."""
+    return json.loads(path.read_text()) if Path(path).is_file() else None
+
+
 def read_all(results_dir: Path) -> list[dict[str, Any]]:
     """Every suite-*.json of a results directory, by suite name."""
-    return [json.loads(p.read_text()) for p in sorted(Path(results_dir).glob(f"{PREFIX}*.json"))]
+    return [read(p) for p in sorted(Path(results_dir).glob(f"{PREFIX}*.json"))]
 
 
 def minutes(seconds: float) -> str:
