@@ -19,8 +19,9 @@ def _record(stopped_by="cap", cap=2400, step=400, size="default"):
                                       "stopped_by": stopped_by, "arms": arms}}
 
 
-def _suite(wall_s, size="default"):
+def _suite(wall_s, size="default", studies=("x",)):
     return {"suite": "s", "size": size, "wall_s": wall_s, "end": "2026-12-06T18:50:26+00:00",
+            "studies": list(studies),
             "machine": {"cpu": "AMD EPYC", "cpus": 2}}
 
 
@@ -42,6 +43,14 @@ def test_one_more_stage_over_the_limit_says_the_suite_could_not_go_further():
     assert "took 27 min 00 s at this cap (AMD EPYC, 2 CPUs, 2026-12-06)" in text
     assert "about 31 min 30 s (its time × 1750/1500), over its limit of 30 min" in text
     assert "could not go further" in text
+
+
+def test_in_a_suite_of_several_studies_the_estimate_is_a_bound_and_over_it_decides_nothing():
+    text = cap_reason.cap_lines(_record(cap=500, step=100), "s",
+                                _suite(550.0, studies=("x", "y")), 10)[0]
+    assert "about 11 min 00 s (its time × 600/500, an upper bound" in text
+    assert "whether the suite could go further is not shown" in text
+    assert "could not go further" not in text
 
 
 def test_one_more_stage_within_the_limit_says_a_higher_cap_fits():

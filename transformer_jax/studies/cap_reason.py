@@ -53,12 +53,19 @@ def cap_lines(record: dict[str, Any], suite_name: str, suite: Optional[dict[str,
         words.append("The suite has no time limit of its own.")
         return [" ".join(words), ""]
     more = next_stage_seconds(suite["wall_s"], p["cap"], p["step"])
+    others = len(suite["studies"]) > 1  # they would not train on: the estimate bounds it
     fits = more <= 60 * limit_minutes
+    if fits:
+        verdict = (f"within its limit of {limit_minutes} min: a higher cap fits this suite, a "
+                   "design to register anew, not a change to this one.")
+    elif others:
+        verdict = (f"over its limit of {limit_minutes} min by this bound, so whether the suite "
+                   "could go further is not shown.")
+    else:
+        verdict = f"over its limit of {limit_minutes} min: the suite could not go further."
+    bound = ", an upper bound: the suite's other studies would not train on" if others else ""
     words.append(
         f"One more stage ({p['step']} steps for every run) would take it to about "
-        f"{suite_time.minutes(more)} (its time × {p['cap'] + p['step']}/{p['cap']}), "
-        + (f"over its limit of {limit_minutes} min: the suite could not go further."
-           if not fits else
-           f"within its limit of {limit_minutes} min: a higher cap fits this suite, a design "
-           "to register anew, not a change to this one."))
+        f"{suite_time.minutes(more)} (its time × {p['cap'] + p['step']}/{p['cap']}{bound}), "
+        + verdict)
     return [" ".join(words), ""]
