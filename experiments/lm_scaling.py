@@ -20,9 +20,11 @@ similarly" for small d_k, so at d_k=16 unscaled is expected within 2 % of scaled
 head (d_k=64 and 256 in the earlier, 1-layer d_model=256 version; d_k=128 since the suite was
 re-sized to train past the bigram plateau within its 30 minutes) scaled is expected ahead by
 ≥ 0.02 bits/char (about 1 % of a char LM's bits/char). That the penalty grows with d_k is a
-difference of differences, which an Expectation (two variants) cannot state: the analysis in
-verdict.md gives the penalty per d_k with 95 % intervals and its growth from the narrowest
-head to the widest.
+difference of differences, which an Expectation of two variants could not state when this was
+registered: the analysis in verdict.md gives the penalty per d_k with 95 % intervals and its
+growth from the narrowest head to the widest. Here d_k and the head count move together;
+lm_head_dim.py moves d_k alone at one head, tunes each arm's rate and judges the growth
+(Comparison.DIFFERENCE_OF_DIFFERENCES).
 """
 from pathlib import Path
 

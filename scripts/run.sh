@@ -9,6 +9,7 @@
 #     depth_remedies   24 layers, each remedy, tuned
 #     depth_article    96 layers, each remedy, tuned
 #     softmax_plateau  ÷√d_k at the plateau, each arm tuned
+#     lm_head_dim      ÷√d_k, d_k alone at one head, real text
 #     components       BatchNorm, heads, induction, softmax gradient, residual-stream range
 #     mechanisms       causal mask, residual gradients, BatchNorm on text
 #     precision        bfloat16 products in a character LM
@@ -17,7 +18,7 @@
 # (the suites as transformer_jax/studies/catalog.py declares them: tests/studies/test_suites.py).
 # --suite may stand anywhere; WORKDIR is the first other argument when it is not a flag, by
 # default runs/studies (main) or runs/<suite>_studies.
-# The text of the real-text studies (lm, mechanisms, precision, circuits):
+# The text of the real-text studies (lm, lm_head_dim, mechanisms, precision, circuits):
 # --text_path=FILE (a sweep flag; '' = the TFDS dataset), else $TJ_SHAKESPEARE, else
 # ../shared/data/tinyshakespeare.txt if present, else the TFDS dataset (downloaded once).
 # Re-running skips finished runs and resumes interrupted ones. Two worker processes train two

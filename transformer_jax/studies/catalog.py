@@ -41,6 +41,7 @@ DECLARED = (
     Suite("depth_remedies", "24 layers, each remedy, tuned", 30),
     Suite("depth_article", "96 layers, each remedy, tuned", 30),
     Suite("softmax_plateau", "÷√d_k at the plateau, each arm tuned", 30),
+    Suite("lm_head_dim", "÷√d_k, d_k alone at one head, real text", 30),
     Suite("components", "BatchNorm, heads, induction, softmax gradient, residual-stream range", 30),
     Suite("mechanisms", "causal mask, residual gradients, BatchNorm on text", 30),
     Suite("precision", "bfloat16 products in a character LM", 30),
