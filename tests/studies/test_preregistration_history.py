@@ -270,3 +270,14 @@ def test_nothing_becomes_a_finding_after_its_results(tmp_path):
     problems = repo.problems()
     assert problems == ["toy: 'a beats b' was a check when or after its results were committed: "
                         "nothing becomes a finding after its results"]
+
+
+def test_a_sibling_loaded_by_a_built_name_is_found_for_the_scratch_load():
+    """experiments/lm_head_dim.py loads lm_positions.py and lm_scaling.py through f"{n}.py": the
+    history walker must copy them beside it, or every version of it reads as unreadable."""
+    text = ('a, b = (load_module(HERE / f"{n}.py") for n in ("lm_positions", "lm_scaling"))\n'
+            'c = load_module(HERE / "x.py")\nname = "depth"\n')
+    assert history.built_file_names(text) == {"lm_positions.py", "lm_scaling.py"}
+    assert history.built_file_names("def broken(:\n") == frozenset()
+    real = (REPO / "experiments" / "lm_head_dim.py").read_text()
+    assert history.built_file_names(real) == {"lm_positions.py", "lm_scaling.py"}
