@@ -10,7 +10,7 @@ from pathlib import Path
 import matplotlib.colors
 import pytest
 
-from transformer_jax.studies import forest
+from transformer_jax.studies import forest, pages, provenance
 
 RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"
 GREEN, RED, ORANGE, GREY = "#2ca02c", "#d62728", "#ff7f0e", "#7f7f7f"
@@ -40,8 +40,8 @@ ROWS = [
 ]
 
 
-def _figure(rows=ROWS, **record):
-    return forest.forest_figure({"study": "s", "expectations": rows, **record})
+def _figure(rows=ROWS, machine="", **record):
+    return forest.forest_figure({"study": "s", "expectations": rows, **record}, machine)
 
 
 def _rows(fig):
@@ -101,6 +101,29 @@ def test_the_accepted_region_of_a_gap_is_both_sides_of_no_gap():
 def test_a_tiny_record_says_so_in_the_title():
     fig = _figure(size="tiny")
     assert "tiny: a smoke run, not evidence" in fig._suptitle.get_text()
+
+
+def test_the_title_names_the_cpu_of_the_values_and_the_pages_pass_the_records():
+    assert "values from AMD EPYC, 2 CPUs (avx2)" in _figure(
+        machine="AMD EPYC, 2 CPUs (avx2)")._suptitle.get_text()
+    assert "values from" not in _figure()._suptitle.get_text()
+    record = json.loads((RESULTS / "positions_provenance.json").read_text())
+    assert provenance.machine_words(record["machine"]) == (
+        f"{record['machine']['cpu']}, {record['machine']['cpus']} CPUs "
+        f"({', '.join(record['machine']['cpu_flags'])})")
+    assert provenance.machine_words(None) == "machine not recorded"
+
+
+@pytest.mark.slow  # the page reads its design's history: git (a process, tests/fast_lane.py)
+def test_a_study_page_draws_its_forest_with_its_provenance_machine(tmp_path, monkeypatch):
+    drawn = {}
+    monkeypatch.setattr(forest, "write_forest",
+                        lambda record, path, machine="": drawn.update(machine=machine))
+    entry = next(e for e in pages.results_entries(RESULTS) if e.files.name == "positions")
+    monkeypatch.setattr(pages, "_write", lambda path, text: path)
+    pages.write_study_page(entry)
+    record = json.loads((RESULTS / "positions_provenance.json").read_text())
+    assert drawn["machine"] == provenance.machine_words(record["machine"])
 
 
 def test_the_committed_records_rows_and_colours():

@@ -80,7 +80,7 @@ def test_committed_pages_are_what_the_code_writes_from_the_committed_results(tmp
     """Byte for byte, from the JSON records alone (no verdict.md or summary.md is copied). The
     pages only: drawing 20 forest plots took half of this test's time, and test_forest.py
     checks what they draw."""
-    monkeypatch.setattr(forest, "write_forest", lambda record, path: None)
+    monkeypatch.setattr(forest, "write_forest", lambda record, path, machine="": None)
     results = _copy_results(tmp_path)
     readme, expected_readme = _readme_with_markers(tmp_path)
     assert pages.main([f"--results={results}", f"--readme={readme}"]) == 0

@@ -46,6 +46,8 @@ def test_figure_is_readable_with_seven_variants(tmp_path):
     study, runs = _study_and_runs()
     fig = plots.curves_figure(study, runs)
     assert fig._suptitle.get_text() == "norm_placement"
+    named = plots.curves_figure(study, runs, "AMD EPYC, 2 CPUs (avx2)")
+    assert named._suptitle.get_text() == "norm_placement\ntrained on AMD EPYC, 2 CPUs (avx2)"
     axes = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
     assert set(axes) == set(METRICS)
     # log scale where a panel spans decades, linear elsewhere (and always for accuracy)

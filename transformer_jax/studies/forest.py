@@ -147,17 +147,18 @@ def row_label(row: dict[str, Any]) -> str:
     return f"{text}\n{textwrap.shorten(scale_words(row), WRAP, placeholder='…')}"
 
 
-def forest_figure(record: dict[str, Any]):
+def forest_figure(record: dict[str, Any], machine: str = ""):
     """The figure (module docstring) of a record with at least one expectation: one axis per
-    row, in the record's order, each with gid 'row <i>'."""
+    row, in the record's order, each with gid 'row <i>'; `machine`: the CPU of its values."""
     import matplotlib.lines
     import matplotlib.patches
     plt = file_pyplot()
 
     rows = record["expectations"]
-    height = ROW_INCHES * len(rows) + 1.6
+    title = 0.75 + (0.2 if machine else 0.0)  # inches above the first row: the title's lines
+    height = ROW_INCHES * len(rows) + 0.85 + title
     fig, axes = plt.subplots(len(rows), 1, figsize=(WIDTH_INCHES, height), squeeze=False)
-    fig.subplots_adjust(left=LABEL_FRACTION + 0.01, right=0.98, top=1 - 0.75 / height,
+    fig.subplots_adjust(left=LABEL_FRACTION + 0.01, right=0.98, top=1 - title / height,
                         bottom=0.85 / height, hspace=0.9)
     for i, (ax, row) in enumerate(zip(axes[:, 0], rows)):
         ax.set_gid(f"row {i}")
@@ -166,7 +167,8 @@ def forest_figure(record: dict[str, Any]):
                 fontsize=8, linespacing=1.15)
     size = verdict_text.size_words(record)
     fig.suptitle(f"{record['study']}: each expectation's effect and 95 % interval against its "
-                 f"threshold" + (f"\n({size})" if size else ""), fontsize=11)
+                 f"threshold" + (f"\n({size})" if size else "")
+                 + (f"\nvalues from {machine}" if machine else ""), fontsize=11)
     handles = [matplotlib.lines.Line2D([], [], color=c, lw=2.2, label=v)
                for v, c in COLOURS.items()]
     handles += [matplotlib.lines.Line2D([], [], ls="", marker=m, color="white", mec="black",
@@ -179,7 +181,7 @@ def forest_figure(record: dict[str, Any]):
     return fig
 
 
-def write_forest(record: dict[str, Any], path: Path) -> Optional[Path]:
+def write_forest(record: dict[str, Any], path: Path, machine: str = "") -> Optional[Path]:
     """`forest_figure` written to `path` (PNG); None where the record has no expectations
     (then any old figure at `path` is removed)."""
     path = Path(path)
@@ -187,7 +189,7 @@ def write_forest(record: dict[str, Any], path: Path) -> Optional[Path]:
         path.unlink(missing_ok=True)
         return None
     plt = file_pyplot()
-    fig = forest_figure(record)
+    fig = forest_figure(record, machine)
     fig.savefig(path, dpi=plots.DPI)
     plt.close(fig)
     return path

@@ -269,7 +269,9 @@ def read_entry(entry: Entry) -> tuple[dict[str, Any], str, Optional[dict[str, An
 
 def write_study_page(entry: Entry) -> Path:
     """Writes a study's forest plot (from its record) and its page; returns the page."""
-    forest.write_forest(read_entry(entry)[0], entry.files.path(forest.FILE))
+    verdict, _, produced = read_entry(entry)
+    forest.write_forest(verdict, entry.files.path(forest.FILE),
+                        provenance_lib.machine_words(produced["machine"]) if produced else "")
     return _write(entry.files.page, study_page(entry))
 
 

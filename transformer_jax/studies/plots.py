@@ -266,16 +266,17 @@ def chance_level(study, variants: Sequence[str], metric: str) -> Optional[float]
     return found.pop() if len(found) == 1 else None
 
 
-def plot_curves(study, runs: Mapping[tuple[str, int], dict[str, Any]], path: Path) -> None:
-    """`curves_figure`, written to `path` (PNG)."""
+def plot_curves(study, runs: Mapping[tuple[str, int], dict[str, Any]], path: Path,
+                machine: str = "") -> None:
+    """`curves_figure`, written to `path` (PNG); `machine`: the CPU that trained the runs."""
     import matplotlib.pyplot as plt
 
-    fig = curves_figure(study, runs)
+    fig = curves_figure(study, runs, machine)
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
 
 
-def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]]):
+def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]], machine: str = ""):
     """One panel per metric of `study` (per metric and task, `panels`): each variant's mean
     over seeds, shaded over its 95 % t-interval (`panel_bands`; `runs`: report.collect's
     (variant, seed) -> {'curves': ...}), an accuracy's chance level drawn."""
@@ -298,7 +299,8 @@ def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]]):
     seeds = verdict_text.seed_list(list(study.seeds))
     band = (f"line: mean over seeds {seeds} (geometric on a log axis)\n{BAND_WORDS}"
             if len(study.seeds) > 1 else f"seed {study.seeds[0]}")
-    fig.suptitle(study.name, fontsize=FONT["title"] + 1)
+    fig.suptitle(study.name + (f"\ntrained on {machine}" if machine else ""),
+                 fontsize=FONT["title"] + 1)
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns,
                frameon=False, title=f"{title}\n{band}", fontsize=FONT["legend"],
                title_fontsize=FONT["legend"])

@@ -68,6 +68,22 @@ def collect(study, size: str, shard: tuple[int, int] = (0, 1),
                     date=now.isoformat(timespec="seconds"))
 
 
+def this_machine() -> dict[str, Any]:
+    """This machine as a provenance record's "machine" (what `collect` records)."""
+    model, flags = parse_cpuinfo(read_cpuinfo())
+    return {"cpu": model, "cpus": os.cpu_count(), "cpu_flags": list(flags),
+            "system": f"{platform.system()} {platform.machine()}"}
+
+
+def machine_words(machine: Optional[Mapping[str, Any]]) -> str:
+    """'AMD EPYC, 2 CPUs (avx2, avx512f)': the CPU a figure's values come from (XLA:CPU rounds
+    by instruction set, docs/verdicts.md); 'machine not recorded' for None."""
+    if not machine:
+        return "machine not recorded"
+    flags = f" ({', '.join(machine['cpu_flags'])})" if machine.get("cpu_flags") else ""
+    return f"{machine['cpu']}, {machine['cpus']} CPUs{flags}"
+
+
 def read_cpuinfo(path: Path = Path("/proc/cpuinfo")) -> str:
     try:
         return path.read_text()

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 
 from transformer_jax.train import workdir as workdir_lib
-from transformer_jax.studies import board, convergence, multiplicity, tuning
+from transformer_jax.studies import board, convergence, multiplicity, provenance, tuning
 from transformer_jax.studies import grid as grid_lib
 from transformer_jax.studies import plateau as plateau_lib
 from transformer_jax.studies import record as record_lib
@@ -56,7 +56,8 @@ def write_report(study: Study, root: Path, runs: Optional[dict] = None,
     sections = [as_section(f(root, runs)) for f in study.analyses]
     measured = add_measured(runs, sections)
     if study.evaluate is None:
-        plot_curves(study, runs, root / "curves.png")
+        plot_curves(study, runs, root / "curves.png",
+                    provenance.machine_words(provenance.this_machine()))
     board.write_comparison(study, root, runs)
     _write_csv(_rows(study, runs, measured), root / "summary.csv")
     record = study_record(study, runs, study.probe_markdown(root), sections, size)
