@@ -269,16 +269,18 @@ def read_entry(entry: Entry) -> tuple[dict[str, Any], str, Optional[dict[str, An
 
 def write_study_page(entry: Entry) -> Path:
     """Writes a study's forest plot (from its record) and its page; returns the page."""
-    verdict, _, produced = read_entry(entry)
+    verdict, runs, produced = read_entry(entry)  # read once, for the figure and the page
     forest.write_forest(verdict, entry.files.path(forest.FILE),
                         provenance_lib.machine_words(produced["machine"]) if produced else "")
-    return _write(entry.files.page, study_page(entry))
+    return _write(entry.files.page, study_page(entry, (verdict, runs, produced)))
 
 
-def study_page(entry: Entry) -> str:
+def study_page(entry: Entry, read: Optional[tuple[dict[str, Any], str, Optional[dict[str, Any]]]]
+               = None) -> str:
+    """The page of a study; `read`: its read_entry, where the caller has it already."""
     registered = preregistration_lib.read(entry.files.path(preregistration_lib.FILE))
-    return render_page(entry, *read_entry(entry), registered, page_history(entry, registered),
-                       suite_record(entry))
+    return render_page(entry, *(read or read_entry(entry)), registered,
+                       page_history(entry, registered), suite_record(entry))
 
 
 def suite_record(entry: Entry) -> Optional[dict[str, Any]]:

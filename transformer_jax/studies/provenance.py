@@ -47,11 +47,10 @@ def describe(*, study: str, suite: str, size: str, seeds: tuple[int, ...], runs:
              stack: Mapping[str, Optional[str]], commit: str, dirty: Optional[bool],
              date: str) -> dict[str, Any]:
     """The provenance record, from what was read off the machine (pure: `collect` reads)."""
-    model, flags = parse_cpuinfo(cpuinfo)
     return {"schema": SCHEMA, "study": study, "suite": suite, "date": date,
             "sweep": {"size": size, "seeds": list(seeds), "runs": runs,
                       "shard": f"{shard[0]}/{shard[1]}"},
-            "machine": {"cpu": model, "cpus": cpus, "cpu_flags": list(flags), "system": system},
+            "machine": machine_record(cpuinfo, cpus, system),
             "stack": dict(stack),
             "code": {"commit": commit, "dirty": dirty}}
 
@@ -68,11 +67,16 @@ def collect(study, size: str, shard: tuple[int, int] = (0, 1),
                     date=now.isoformat(timespec="seconds"))
 
 
+def machine_record(cpuinfo: str, cpus: Optional[int], system: str) -> dict[str, Any]:
+    """A provenance record's "machine", from what was read off it (pure)."""
+    model, flags = parse_cpuinfo(cpuinfo)
+    return {"cpu": model, "cpus": cpus, "cpu_flags": list(flags), "system": system}
+
+
 def this_machine() -> dict[str, Any]:
     """This machine as a provenance record's "machine" (what `collect` records)."""
-    model, flags = parse_cpuinfo(read_cpuinfo())
-    return {"cpu": model, "cpus": os.cpu_count(), "cpu_flags": list(flags),
-            "system": f"{platform.system()} {platform.machine()}"}
+    return machine_record(read_cpuinfo(), os.cpu_count(),
+                          f"{platform.system()} {platform.machine()}")
 
 
 def machine_words(machine: Optional[Mapping[str, Any]]) -> str:
