@@ -29,7 +29,7 @@ def test_every_comparison_declares_its_no_effect_value():
 
 
 @pytest.mark.parametrize("low, high, accepted, no_effect, failure", [
-    (0.017, 0.041, (0.05, INF), 0.0, SMALLER),  # batchnorm_text: the stated way, too small
+    (0.005, 0.118, (0.2, INF), 0.0, SMALLER),  # residual_flow, 6 layers: too small
     (-0.035, -0.007, (0.02, INF), 0.0, CONTRADICTED),  # batchnorm: BatchNorm better
     (-0.012, 0.012, (0.05, INF), 0.0, SMALLER),  # not told apart from none
     (-0.1, 0.0, (0.05, INF), 0.0, SMALLER),  # reaches "no effect": not wholly the other way
@@ -57,10 +57,11 @@ def _committed(study: str, index: int) -> tuple[Expectation, dict]:
 
 
 def test_the_committed_examples_fail_as_the_issue_says():
-    """batchnorm_text: LayerNorm is better by 0.029 [0.017, 0.041] bits against a stated 0.05
-    (lower is better); batchnorm: BatchNorm is better by 0.021 accuracy, the whole interval
-    below 0."""
-    e, final = _committed("batchnorm_text", 0)
+    """residual_flow: at 6 layers residuals are better by 0.062 [0.005, 0.118] accuracy against a
+    stated 0.2; batchnorm: BatchNorm is better by 0.021 accuracy, the whole interval below 0.
+    (batchnorm_text's 0.05 bits, the first example, became inconclusive when the mechanisms
+    suite was re-run on the AVX-512 EPYC, 6b5e6ed.)"""
+    e, final = _committed("residual_flow", 0)
     smaller = e.judge(final)
     assert (smaller.verdict, smaller.failure) == (Verdict.FAILS, SMALLER)
     assert 0 < smaller.low < smaller.high < e.margin
