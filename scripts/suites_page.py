@@ -5,9 +5,9 @@ is typed twice:
     .venv/bin/python scripts/suites_page.py [--check]
 
 Each page's text goes between `<!-- suites:start -->` and `<!-- suites:end -->`: README.md gets
-one sentence inside its paragraph (the front door, which keeps to 200 lines: a list would not
-fit), docs/verdicts.md a table with each suite's time limit. `--check` writes nothing and fails
-when a page is not what the declaration gives.
+the names inside its paragraph (the front door keeps to 200 lines), docs/verdicts.md a table of
+what each holds and its time limit. `--check` writes nothing and fails when a page is not what
+the declaration gives.
 """
 from __future__ import annotations
 
@@ -30,7 +30,10 @@ def limit(suite: Suite) -> str:
 
 
 def readme_sentence() -> str:
-    return "; ".join(f"`{s.name}`: {s.description}" for s in DECLARED) + "."
+    """The names alone: the front door keeps to 200 lines, and grows no line with each suite;
+    what each holds is docs/verdicts.md's table."""
+    names = ", ".join(f"`{s.name}`" for s in DECLARED)
+    return f"{names} ([what each holds](docs/verdicts.md#running-a-sweep), its time limit)."
 
 
 def verdicts_table() -> str:

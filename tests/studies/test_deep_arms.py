@@ -1,5 +1,6 @@
 """The deep-stack studies with initialization, learning rate and budget taken out (issue 64):
-studies/deep_arms.py's arms, and experiments/depth_remedies.py and depth_article.py built on it."""
+studies/deep_arms.py's arms, and the experiments built on it: depth_remedies.py (24 layers),
+split in two suites as depth_remedies_ln.py and depth_remedies_bare.py, and depth_article.py (96)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +15,8 @@ from transformer_jax.studies.study import Comparison, Kind, Measure
 from transformer_jax.train import check_config
 
 REPO = Path(__file__).resolve().parents[2]
-STUDIES = ("depth_remedies", "depth_article")
+STUDIES = ("depth_remedies", "depth_remedies_ln", "depth_remedies_bare", "depth_article")
+HALVES = ("depth_remedies_ln", "depth_remedies_bare")  # depth_remedies, split for its suite's time
 T = Thresholds(leaves_chance=0.25, near_reference=0.05, blown_loss=10.0, vanished_ratio=0.1,
                exploded_rms=100.0)
 
@@ -117,12 +119,39 @@ def test_each_study_builds_its_arms_as_registered(name, size):
                if e.measure is Measure.LATE_GAIN or e.a.endswith("_L2"))
 
 
+def _arms(name: str) -> list[Arm]:
+    experiment = load_module(REPO / "experiments" / f"{name}.py")
+    return experiment.arms(experiment.SIZES["default"]["depth"])
+
+
 def test_the_rival_prediction_is_registered_for_the_remedied_no_norm_arms():
-    for name in STUDIES:
-        experiment = load_module(REPO / "experiments" / f"{name}.py")
-        arms = experiment.arms(experiment.SIZES["default"]["depth"])
+    for names in (["depth_remedies"], HALVES, ["depth_article"]):
+        arms = [a for name in names for a in _arms(name)]
         outcome = {(a.architecture, a.init): a.outcome for a in arms}
         assert outcome[("none_res", "depth_scaled")] == TRAINS
         assert outcome[("none_res", "standard")] == COLLAPSES
         assert outcome[("pre_res", "standard")] == TRAINS
-        assert "rival" in experiment.__doc__
+        assert all("rival" in load_module(REPO / "experiments" / f"{n}.py").__doc__
+                   for n in names)
+
+
+def test_the_halves_are_depth_remedies_split_with_nothing_moved():
+    """Every arm of depth_remedies in exactly one half, each with its outcome and its kinds; the
+    same budget, grid and thresholds, read from the one file that holds them."""
+    whole = {a.name: a for a in _arms("depth_remedies")}
+    halves = [a for name in HALVES for a in _arms(name)]
+    assert sorted(a.name for a in halves) == sorted(whole)
+    assert all(a == whole[a.name] for a in halves)
+    old, ln, bare = (load_module(REPO / "experiments" / f"{n}.py")
+                     for n in ("depth_remedies", *HALVES))
+    for half in (ln, bare):
+        assert (half.SIZES, half.LEARNING_RATES, half.GRID_CAP) == (
+            old.SIZES, old.LEARNING_RATES, old.GRID_CAP)
+    assert (ln.GRID_FACTOR, ln.THRESHOLDS) == (old.GRID_FACTOR, old.THRESHOLDS)
+    for size in ("tiny", "default"):
+        studies = [study_lib.load_study(REPO / "experiments" / f"{n}.py", size)
+                   for n in ("depth_remedies", *HALVES)]
+        texts = [{e.text: e for e in s.expectations} for s in studies]
+        assert texts[1].keys() | texts[2].keys() == texts[0].keys()
+        assert all(e == texts[0][t] for half in texts[1:] for t, e in half.items())
+        assert studies[1].variants | studies[2].variants == studies[0].variants
