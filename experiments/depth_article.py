@@ -13,7 +13,10 @@ fit in one 30-minute suite on 2 cores. The design is that study's (studies/deep_
 arm and every 2-layer reference tuned over LEARNING_RATES with the grid grown at a chosen edge
 (×3 or ÷3, GRID_CAP points beyond each end), every run trained to the plateau (PLATEAU: first,
 then step more, up to cap), the mechanism judged at the start (the first logged step, step 10)
-and at the end. Read its docstring for the remedies, the thresholds and the kinds.
+and at the end. Read its docstring for the remedies, the thresholds and the kinds. (Added after
+the runs: depth_remedies.py, registered at cbd11a8, is since split in two suites for its
+suite's time, experiments/depth_remedies_ln.py, whose docstring holds that registration, and
+depth_remedies_bare.py.)
 
 The task is `sort` on sequences of 4–8 symbols (chance 1/16) at width 16: the width at which 96
 layers fit the suite (0.17 CPU-s a step for 3 seeds side by side in the pilot); the pilot saw
@@ -28,7 +31,7 @@ Arms, with the outcome registered for each:
                                         explains the no-norm collapse")
 Left out, for the suite's 30 minutes: Post-LN under today's initialization (the depth study ran
 it at 96 layers, width 16, with warm-up, at 1e-3 and 3e-3: at chance), ReZero, and stacks
-without residuals (experiments/depth_remedies.py asks about them at 24 layers).
+without residuals (experiments/depth_remedies_bare.py asks about them at 24 layers).
 
 The rival prediction, written before the run, is registered as the expectation: residuals
 without a norm under the depth-scaled initialization leave chance and end within 0.05 of their
@@ -69,7 +72,7 @@ SIZES = {  # first, step, cap: the plateau budget's stages; depth: the deep arms
 }
 LEARNING_RATES = (1e-3, 3e-3, 1e-2)  # the declared grid; grown by GRID_FACTOR at a chosen edge
 GRID_FACTOR, GRID_CAP = 3.0, 1
-THRESHOLDS = Thresholds(  # as experiments/depth_remedies.py's
+THRESHOLDS = Thresholds(  # as experiments/depth_remedies_ln.py's
     leaves_chance=0.25, near_reference=0.05, blown_loss=10.0, vanished_ratio=0.1,
     exploded_rms=100.0)
 PILOT_PRE = ("the pilot saw Pre-LN with residuals at 96 layers reach 0.82–0.89 after 600 steps at "

@@ -1,8 +1,10 @@
 """The deep-stack studies with initialization, learning rate and budget taken out (issue 64):
-studies/deep_arms.py's arms, and the experiments built on it: depth_remedies.py (24 layers),
-split in two suites as depth_remedies_ln.py and depth_remedies_bare.py, and depth_article.py (96)."""
+studies/deep_arms.py's arms, and the experiments built on it: depth_remedies_ln.py and
+depth_remedies_bare.py (24 layers: depth_remedies.py as registered at cbd11a8, split in two
+suites) and depth_article.py (96)."""
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,8 +17,9 @@ from transformer_jax.studies.study import Comparison, Kind, Measure
 from transformer_jax.train import check_config
 
 REPO = Path(__file__).resolve().parents[2]
-STUDIES = ("depth_remedies", "depth_remedies_ln", "depth_remedies_bare", "depth_article")
+STUDIES = ("depth_remedies_ln", "depth_remedies_bare", "depth_article")
 HALVES = ("depth_remedies_ln", "depth_remedies_bare")  # depth_remedies, split for its suite's time
+REGISTERED = "cbd11a8"  # the commit that registered depth_remedies, before any run
 T = Thresholds(leaves_chance=0.25, near_reference=0.05, blown_loss=10.0, vanished_ratio=0.1,
                exploded_rms=100.0)
 
@@ -125,7 +128,7 @@ def _arms(name: str) -> list[Arm]:
 
 
 def test_the_rival_prediction_is_registered_for_the_remedied_no_norm_arms():
-    for names in (["depth_remedies"], HALVES, ["depth_article"]):
+    for names in (HALVES, ["depth_article"]):
         arms = [a for name in names for a in _arms(name)]
         outcome = {(a.architecture, a.init): a.outcome for a in arms}
         assert outcome[("none_res", "depth_scaled")] == TRAINS
@@ -135,22 +138,36 @@ def test_the_rival_prediction_is_registered_for_the_remedied_no_norm_arms():
                    for n in names)
 
 
-def test_the_halves_are_depth_remedies_split_with_nothing_moved():
-    """Every arm of depth_remedies in exactly one half, each with its outcome and its kinds; the
-    same budget, grid and thresholds, read from the one file that holds them."""
-    whole = {a.name: a for a in _arms("depth_remedies")}
+@pytest.fixture(scope="module")
+def registered(tmp_path_factory) -> Path:
+    """experiments/depth_remedies.py as cbd11a8 registered it, beside today's configs."""
+    root = tmp_path_factory.mktemp("registered")
+    (root / "experiments").mkdir()
+    (root / "configs").symlink_to(REPO / "configs")
+    text = subprocess.run(["git", "show", f"{REGISTERED}:experiments/depth_remedies.py"],
+                          cwd=REPO, check=True, capture_output=True, text=True).stdout
+    path = root / "experiments" / "depth_remedies.py"
+    path.write_text(text)
+    return path
+
+
+def test_the_halves_are_depth_remedies_split_with_nothing_moved(registered):
+    """Every arm of depth_remedies as registered in exactly one half, each with its outcome and
+    its kinds; the same budget, grid, thresholds, variants and expectations."""
+    old = load_module(registered)
+    whole = {a.name: a for a in old.arms(old.SIZES["default"]["depth"])}
     halves = [a for name in HALVES for a in _arms(name)]
     assert sorted(a.name for a in halves) == sorted(whole)
     assert all(a == whole[a.name] for a in halves)
-    old, ln, bare = (load_module(REPO / "experiments" / f"{n}.py")
-                     for n in ("depth_remedies", *HALVES))
+    ln, bare = (load_module(REPO / "experiments" / f"{n}.py") for n in HALVES)
     for half in (ln, bare):
         assert (half.SIZES, half.LEARNING_RATES, half.GRID_CAP) == (
             old.SIZES, old.LEARNING_RATES, old.GRID_CAP)
     assert (ln.GRID_FACTOR, ln.THRESHOLDS) == (old.GRID_FACTOR, old.THRESHOLDS)
     for size in ("tiny", "default"):
-        studies = [study_lib.load_study(REPO / "experiments" / f"{n}.py", size)
-                   for n in ("depth_remedies", *HALVES)]
+        studies = [study_lib.load_study(registered, size),
+                   *(study_lib.load_study(REPO / "experiments" / f"{n}.py", size)
+                     for n in HALVES)]
         texts = [{e.text: e for e in s.expectations} for s in studies]
         assert texts[1].keys() | texts[2].keys() == texts[0].keys()
         assert all(e == texts[0][t] for half in texts[1:] for t, e in half.items())
