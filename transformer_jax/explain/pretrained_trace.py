@@ -3,7 +3,7 @@ steps of one head of a trained checkpoint (`pretrained_steps`), as text. The vec
 (d_model 384, d_k 32 in all-MiniLM-L6-v2): their first SHOW numbers are printed."""
 from __future__ import annotations
 
-from transformer_jax.explain.trace import nums, table
+from transformer_jax.explain.text import nums, table
 
 SHOW = 8  # numbers printed of each vector
 

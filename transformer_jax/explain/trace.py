@@ -23,6 +23,7 @@ from absl import flags
 
 from transformer_jax.train import cli
 from transformer_jax.config import ConfigError, Position
+from transformer_jax.explain.text import WIDTH, nums, table
 from transformer_jax.train.figures import file_pyplot
 
 _D_MODEL = flags.DEFINE_integer("d_model", 8, "Width of the token vectors.")
@@ -42,20 +43,9 @@ _HEAD = flags.DEFINE_integer("head", 0, "With --pretrained: the head (0-based)."
 _PLOT = flags.DEFINE_string("plot", None, "Also draw the trace into this PNG file, e.g. "
                             "runs/trace.png (missing directories are made).")
 
-WIDTH = 7  # characters per number
 # Part 4: a difference below this is float32 rounding of an exact 0 (an ulp of the block's
 # outputs, which are ~1, is 1.2e-7; the sums over keys run in the other order).
 ROUNDING = 1e-5
-
-
-def nums(values, width: int = WIDTH, digits: int = 2) -> str:
-    return "".join(f"{float(v):{width}.{digits}f}" for v in np.ravel(values))
-
-
-def table(rows, labels, columns=None, label_width: int = 12, **fmt) -> list[str]:
-    """Aligned rows of numbers, each after its label; `columns` heads the number columns."""
-    head = [" " * label_width + "".join(f"{c:>{WIDTH}}" for c in columns)] if columns else []
-    return head + [f"{label:<{label_width}}{nums(row, **fmt)}" for label, row in zip(labels, rows)]
 
 
 def per_head(matrices, words, extra=None) -> list[str]:

@@ -28,8 +28,8 @@ from typing import Callable, Iterator, Optional, Sequence
 from absl import flags, logging
 
 from transformer_jax.studies.plateau import needs_extending
+from transformer_jax.studies.record import REPORT_LOG
 
-REPORT_LOG = "report.log"  # the log of a study's probes, report and analyses
 PR_SET_PDEATHSIG = 1
 
 

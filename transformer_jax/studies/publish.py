@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Optional
 
 from transformer_jax.train import cli
-from transformer_jax.studies import jobs as jobs_lib
 from transformer_jax.studies import pages, preregistration, provenance, report
+from transformer_jax.studies.record import REPORT_LOG
 from transformer_jax.studies.study import Study
 
 
@@ -23,7 +23,7 @@ def publish(study: Study, root: Path, *, experiment: Optional[str], size: str,
     of its runs (`plan.Plan.trains`); only then is an existing provenance record replaced.
     `runs`: an evaluation-only study's measurements (default: the runs trained into root)."""
     root = Path(root)
-    with cli.log_to_file(root / jobs_lib.REPORT_LOG):  # the analyses' own lines, and TFDS's
+    with cli.log_to_file(root / REPORT_LOG):  # the analyses' own lines, and TFDS's
         report.write_report(study, root, runs, size)
     record = root / provenance.FILE
     if trained or not record.exists():

@@ -24,6 +24,7 @@ from transformer_jax.studies.study import (Expectation, INTERVAL_METHOD, Judgeme
                                            Study, Verdict, interval_of_mean)
 
 FILE = "verdict.json"
+REPORT_LOG = "report.log"  # beside it: the log of the study's probes, report and analyses
 FORMAT = 1
 FULL_PRECISION = "full"
 AS_PRINTED = "as printed"  # converted from a verdict.md: each number at its printed digits
