@@ -7,14 +7,14 @@ and Pre-LN without residuals stays at chance under either initialization.
 Run:  python -m transformer_jax.sweep --experiment=experiments/depth_remedies_bare.py --workdir=runs/depth_remedies_bare --jobs=2
 (or its suite: scripts/run.sh --suite=depth_remedies_bare)
 
-The other half of experiments/depth_remedies.py, registered at cbd11a8 before any run, split
-because that study's suite took 37 min 05 s from a fresh clone with a cold cache (5d00224), over
-its 30 minutes: this half holds the arms that lack a norm or a residual, with their 2-layer
-references; experiments/depth_remedies_ln.py holds those with a LayerNorm and residuals, and
-the registration as written (the rival prediction, the mechanism, the kinds, the pilot). The
-task, width, depth, grid, plateau budget, seeds, thresholds and each arm's registered outcome
-are cbd11a8's, read from that file: nothing of the design moved in the split. What changes with
-the split: each half decides its plateau alone, and Holm's family is the half's. depth_remedies's
+A part of experiments/depth_remedies.py, registered at cbd11a8 before any run, split because
+that study's suite took 37 min 05 s from a fresh clone with a cold cache (5d00224), over its 30
+minutes: this part holds the arms that lack a norm or a residual, with their 2-layer
+references; experiments/depth_remedies_pre.py and depth_remedies_post.py hold those with a
+LayerNorm and residuals, and experiments/_depth_remedies.py the registration as written (the
+rival prediction, the mechanism, the kinds, the pilot), the task, width, depth, grid, plateau
+budget, seeds and thresholds: nothing of the design moved in the split. What changes with the
+split: each part decides its plateau alone, and Holm's family is the part's. depth_remedies's
 results (12609c6, 5d00224) had been seen when the split was written; nothing here was chosen
 from them.
 
@@ -38,12 +38,12 @@ from pathlib import Path
 from transformer_jax.studies.deep_arms import COLLAPSES, TRAINS, Arm
 from transformer_jax.studies.study import Study, load_module
 
-LN = load_module(Path(__file__).resolve().parent / "depth_remedies_ln.py")
-SIZES, LEARNING_RATES, GRID_CAP = LN.SIZES, LN.LEARNING_RATES, LN.GRID_CAP
+SHARED = load_module(Path(__file__).resolve().parent / "_depth_remedies.py")
+SIZES, LEARNING_RATES, GRID_CAP = SHARED.SIZES, SHARED.LEARNING_RATES, SHARED.GRID_CAP
 
 
 def arms(depth: int) -> list[Arm]:
-    """This half's arms at `depth`, each with its registered outcome (the docstring's table)."""
+    """This part's arms at `depth`, each with its registered outcome (the docstring's table)."""
     return [
         Arm("none_res", "standard", depth, COLLAPSES),
         Arm("none_res", "depth_scaled", depth, TRAINS),
@@ -54,7 +54,7 @@ def arms(depth: int) -> list[Arm]:
 
 
 def get_study(size: str) -> Study:
-    return LN.build_half(
+    return SHARED.build_part(
         "depth_remedies_bare",
         "At 24 layers, each architecture at its own best learning rate and trained to the "
         "plateau, a residual is needed to train at all and a norm is not once the branches "

@@ -1,7 +1,8 @@
 """The deep-stack studies with initialization, learning rate and budget taken out (issue 64):
-studies/deep_arms.py's arms, and the experiments built on it: depth_remedies_ln.py and
-depth_remedies_bare.py (24 layers: depth_remedies.py as registered at cbd11a8, split in two
-suites) and depth_article.py (96)."""
+studies/deep_arms.py's arms, and the experiments built on it: depth_remedies_pre.py,
+depth_remedies_post.py and depth_remedies_bare.py (24 layers: depth_remedies.py as registered at
+cbd11a8, split in suites that fit their time; experiments/_depth_remedies.py holds what they
+share) and depth_article.py (96)."""
 from __future__ import annotations
 
 import subprocess
@@ -17,8 +18,8 @@ from transformer_jax.studies.study import Comparison, Kind, Measure
 from transformer_jax.train import check_config
 
 REPO = Path(__file__).resolve().parents[2]
-STUDIES = ("depth_remedies_ln", "depth_remedies_bare", "depth_article")
-HALVES = ("depth_remedies_ln", "depth_remedies_bare")  # depth_remedies, split for its suite's time
+PARTS = ("depth_remedies_pre", "depth_remedies_post", "depth_remedies_bare")  # depth_remedies
+STUDIES = (*PARTS, "depth_article")
 REGISTERED = "cbd11a8"  # the commit that registered depth_remedies, before any run
 T = Thresholds(leaves_chance=0.25, near_reference=0.05, blown_loss=10.0, vanished_ratio=0.1,
                exploded_rms=100.0)
@@ -128,7 +129,7 @@ def _arms(name: str) -> list[Arm]:
 
 
 def test_the_rival_prediction_is_registered_for_the_remedied_no_norm_arms():
-    for names in (HALVES, ["depth_article"]):
+    for names in (PARTS, ["depth_article"]):
         arms = [a for name in names for a in _arms(name)]
         outcome = {(a.architecture, a.init): a.outcome for a in arms}
         assert outcome[("none_res", "depth_scaled")] == TRAINS
@@ -151,24 +152,27 @@ def registered(tmp_path_factory) -> Path:
     return path
 
 
-def test_the_halves_are_depth_remedies_split_with_nothing_moved(registered):
-    """Every arm of depth_remedies as registered in exactly one half, each with its outcome and
+def test_the_parts_are_depth_remedies_split_with_nothing_moved(registered):
+    """Every arm of depth_remedies as registered in exactly one part, each with its outcome and
     its kinds; the same budget, grid, thresholds, variants and expectations."""
     old = load_module(registered)
     whole = {a.name: a for a in old.arms(old.SIZES["default"]["depth"])}
-    halves = [a for name in HALVES for a in _arms(name)]
-    assert sorted(a.name for a in halves) == sorted(whole)
-    assert all(a == whole[a.name] for a in halves)
-    ln, bare = (load_module(REPO / "experiments" / f"{n}.py") for n in HALVES)
-    for half in (ln, bare):
-        assert (half.SIZES, half.LEARNING_RATES, half.GRID_CAP) == (
+    parts = [a for name in PARTS for a in _arms(name)]
+    assert sorted(a.name for a in parts) == sorted(whole)
+    assert all(a == whole[a.name] for a in parts)
+    shared = load_module(REPO / "experiments" / "_depth_remedies.py")
+    assert (shared.SIZES, shared.LEARNING_RATES, shared.GRID_FACTOR, shared.GRID_CAP,
+            shared.THRESHOLDS) == (old.SIZES, old.LEARNING_RATES, old.GRID_FACTOR,
+                                   old.GRID_CAP, old.THRESHOLDS)
+    for name in PARTS:
+        part = load_module(REPO / "experiments" / f"{name}.py")
+        assert (part.SIZES, part.LEARNING_RATES, part.GRID_CAP) == (
             old.SIZES, old.LEARNING_RATES, old.GRID_CAP)
-    assert (ln.GRID_FACTOR, ln.THRESHOLDS) == (old.GRID_FACTOR, old.THRESHOLDS)
     for size in ("tiny", "default"):
-        studies = [study_lib.load_study(registered, size),
-                   *(study_lib.load_study(REPO / "experiments" / f"{n}.py", size)
-                     for n in HALVES)]
+        was = study_lib.load_study(registered, size)
+        studies = [study_lib.load_study(REPO / "experiments" / f"{n}.py", size) for n in PARTS]
         texts = [{e.text: e for e in s.expectations} for s in studies]
-        assert texts[1].keys() | texts[2].keys() == texts[0].keys()
-        assert all(e == texts[0][t] for half in texts[1:] for t, e in half.items())
-        assert studies[1].variants | studies[2].variants == studies[0].variants
+        assert sum(len(t) for t in texts) == len(was.expectations)  # none in two parts
+        assert all(e == {e.text: e for e in was.expectations}[t]
+                   for part in texts for t, e in part.items())
+        assert {k: v for s in studies for k, v in s.variants.items()} == was.variants

@@ -39,6 +39,8 @@ DECLARED = (
     Suite("lm", "the real-text studies (tiny Shakespeare)", 30),
     Suite("depth", "deep stacks, to the plateau, up to 96 layers", 30),
     Suite("depth_remedies_ln", "24 layers, Pre-LN and Post-LN, each remedy, tuned", 30),
+    Suite("depth_remedies_pre", "24 layers, Pre-LN, each remedy, tuned", 30),
+    Suite("depth_remedies_post", "24 layers, Post-LN, each remedy, tuned", 30),
     Suite("depth_remedies_bare", "24 layers, no norm or no residual, each remedy, tuned", 30),
     Suite("depth_article", "96 layers, each remedy, tuned", 30),
     Suite("softmax_plateau", "÷√d_k at the plateau, each arm tuned", 30),
