@@ -4,8 +4,8 @@ the thresholds (not a study: a file whose name starts with _ is none; studies/ca
 experiments/depth_remedies.py was registered at cbd11a8, before any run. Its suite took 37 min
 05 s from a fresh clone with a cold compilation cache (5d00224), over its 30 minutes, so it was
 split in two suites (a8938ef): depth_remedies_ln (Pre-LN and Post-LN) and depth_remedies_bare (no
-norm or no residual). depth_remedies_ln's suite then took 32 min 31 s, cold (its results are
-committed, with that time), still over: a suite whose stages (the grid grown at an edge, then
+norm or no residual). depth_remedies_ln's suite then took 32 min 31 s, cold (its results, with
+that time, are in c85b80c), still over: a suite whose stages (the grid grown at an edge, then
 every candidate extended to the next plateau stage) wait on each other keeps two workers busy
 only while a stage has two tasks left, so half the arms took more than half the time. So it is
 split again, by architecture: depth_remedies_pre (Pre-LN with residuals) and

@@ -14,9 +14,9 @@ arm and every 2-layer reference tuned over LEARNING_RATES with the grid grown at
 (×3 or ÷3, GRID_CAP points beyond each end), every run trained to the plateau (PLATEAU: first,
 then step more, up to cap), the mechanism judged at the start (the first logged step, step 10)
 and at the end. Read its docstring for the remedies, the thresholds and the kinds. (Added after
-the runs: depth_remedies.py, registered at cbd11a8, is since split in two suites for its
-suite's time, experiments/depth_remedies_ln.py, whose docstring holds that registration, and
-depth_remedies_bare.py.)
+the runs: depth_remedies.py, registered at cbd11a8, is since split for its suite's time into
+depth_remedies_pre.py, depth_remedies_post.py and depth_remedies_bare.py, each a suite;
+experiments/_depth_remedies.py holds that registration.)
 
 The task is `sort` on sequences of 4–8 symbols (chance 1/16) at width 16: the width at which 96
 layers fit the suite (0.17 CPU-s a step for 3 seeds side by side in the pilot); the pilot saw
@@ -72,7 +72,7 @@ SIZES = {  # first, step, cap: the plateau budget's stages; depth: the deep arms
 }
 LEARNING_RATES = (1e-3, 3e-3, 1e-2)  # the declared grid; grown by GRID_FACTOR at a chosen edge
 GRID_FACTOR, GRID_CAP = 3.0, 1
-THRESHOLDS = Thresholds(  # as experiments/depth_remedies_ln.py's
+THRESHOLDS = Thresholds(  # as experiments/_depth_remedies.py's
     leaves_chance=0.25, near_reference=0.05, blown_loss=10.0, vanished_ratio=0.1,
     exploded_rms=100.0)
 PILOT_PRE = ("the pilot saw Pre-LN with residuals at 96 layers reach 0.82–0.89 after 600 steps at "

@@ -6,7 +6,6 @@
 #     main             the studies on generated data
 #     lm               the real-text studies (tiny Shakespeare)
 #     depth            deep stacks, to the plateau, up to 96 layers
-#     depth_remedies_ln  24 layers, Pre-LN and Post-LN, each remedy, tuned
 #     depth_remedies_pre  24 layers, Pre-LN, each remedy, tuned
 #     depth_remedies_post  24 layers, Post-LN, each remedy, tuned
 #     depth_remedies_bare  24 layers, no norm or no residual, each remedy, tuned

@@ -13,9 +13,9 @@ from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = sorted(p.stem for p in (REPO / "experiments").glob("[!_]*.py"))
-FLATTENED = {"depth", "depth_article", "depth_remedies_ln", "depth_remedies_pre",
-             "depth_remedies_post", "depth_remedies_bare", "norm_placement", "residual_flow",
-             "softmax_plateau", "residuals"}  # import FLAT_ACCURACY
+FLATTENED = {"depth", "depth_article", "depth_remedies_pre", "depth_remedies_post",
+             "depth_remedies_bare", "norm_placement", "residual_flow", "softmax_plateau",
+             "residuals"}  # import FLAT_ACCURACY
 
 
 def _synthetic() -> set[str]:

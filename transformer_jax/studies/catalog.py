@@ -38,7 +38,6 @@ DECLARED = (
     Suite("main", "the studies on generated data", 10),
     Suite("lm", "the real-text studies (tiny Shakespeare)", 30),
     Suite("depth", "deep stacks, to the plateau, up to 96 layers", 30),
-    Suite("depth_remedies_ln", "24 layers, Pre-LN and Post-LN, each remedy, tuned", 30),
     Suite("depth_remedies_pre", "24 layers, Pre-LN, each remedy, tuned", 30),
     Suite("depth_remedies_post", "24 layers, Post-LN, each remedy, tuned", 30),
     Suite("depth_remedies_bare", "24 layers, no norm or no residual, each remedy, tuned", 30),

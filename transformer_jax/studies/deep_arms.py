@@ -3,7 +3,7 @@ answer (issue 64): an architecture (norm placement, residual or not) under one b
 initialization (`model.branch_init`), at one depth, each tuned over the learning rate with a grid
 grown until its optimum is interior (`studies/grid.py`), trained to the plateau.
 
-An experiment file (experiments/depth_remedies_ln.py, depth_remedies_bare.py, depth_article.py)
+An experiment file (experiments/depth_remedies_pre.py, _post.py, _bare.py, depth_article.py)
 lists its arms and, for each, the outcome it registers before the run: `TRAINS` (it leaves chance
 and ends near its 2-layer reference) or `COLLAPSES` (it stays at chance). This module builds the
 variants, the tuned arms and the expectations those words mean, the same way for every depth, so
