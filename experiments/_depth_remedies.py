@@ -1,19 +1,19 @@
 """What the parts of depth_remedies share: the registration, the task, the grid, the budget and
 the thresholds (not a study: a file whose name starts with _ is none; studies/catalog.py).
 
-experiments/depth_remedies.py was registered at cbd11a8, before any run. Its suite took 37 min
-05 s from a fresh clone with a cold compilation cache (5d00224), over its 30 minutes, so it was
-split in two suites (a8938ef): depth_remedies_ln (Pre-LN and Post-LN) and depth_remedies_bare (no
-norm or no residual). depth_remedies_ln's suite then took 32 min 31 s, cold (its results, with
-that time, are in c85b80c), still over: a suite whose stages (the grid grown at an edge, then
-every candidate extended to the next plateau stage) wait on each other keeps two workers busy
-only while a stage has two tasks left, so half the arms took more than half the time. So it is
-split again, by architecture: depth_remedies_pre (Pre-LN with residuals) and
-depth_remedies_post (Post-LN with residuals). Nothing of the design moved in either split: the
-task, width, depth, grid, plateau budget, seeds, thresholds, each arm's registered outcome and
-each expectation's kind are cbd11a8's, below. What changes with a split: each part decides its
-plateau alone, and Holm's family is the part's. depth_remedies's and depth_remedies_ln's results
-had been seen when the splits were written; nothing here was chosen from them.
+experiments/depth_remedies.py was registered at cbd11a8, before any run. Its suite took 37 min 05 s
+from a fresh clone with a cold compilation cache (5d00224), over its 30 minutes, so it was split in
+two suites (a8938ef): depth_remedies_ln (Pre-LN and Post-LN) and depth_remedies_bare (no norm or no
+residual). depth_remedies_ln's suite then took 32 min 31 s, cold (its results, with that time, are
+in c85b80c), still over, on the AVX2 EPYC, a slower CPU than the AVX-512 one that measured
+depth_remedies' 37 minutes. Its stages also wait on each other (the grid grown at an edge, then
+every candidate extended to the next plateau stage), so two workers stay busy only while a stage has
+two tasks left. So it is split again, by architecture: depth_remedies_pre (Pre-LN with residuals)
+and depth_remedies_post (Post-LN with residuals). Nothing of the design moved in either split: the
+task, width, depth, grid, plateau budget, seeds, thresholds, each arm's registered outcome and each
+expectation's kind are cbd11a8's, below. What changes with a split: each part decides its plateau
+alone, and Holm's family is the part's. depth_remedies's and depth_remedies_ln's results had been
+seen when the splits were written; nothing here was chosen from them.
 
 What follows is cbd11a8's registration as written ("this study" is depth_remedies), but for the
 line after the arms' table and the sizing at the end, which say where each arm went.
