@@ -121,12 +121,14 @@ RESIDUAL_FLOW_SAW = ("residual_flow measured Pre-LN's first/last gradient ratio 
                      "about 3 at the start and 6.5 after training")
 
 
-def build_part(name: str, claim: str, size: str, part_arms) -> Study:
+def build_part(name: str, claim: str, size: str, part_arms,
+               amendments: tuple[str, ...] = ()) -> Study:
     """One part of depth_remedies: `part_arms` (a part's `arms`), with cbd11a8's task, grid,
     budget and thresholds; its suite is `name`."""
     s = SIZES[size]
     design = deep_arms.Design(name=name, claim=claim, published=PUBLISHED, rates=LEARNING_RATES,
-                              grid_factor=GRID_FACTOR, grid_cap=GRID_CAP, thresholds=THRESHOLDS)
+                              grid_factor=GRID_FACTOR, grid_cap=GRID_CAP, thresholds=THRESHOLDS,
+                              amendments=amendments)
     base = deep_arms.base_config(REPO / "configs", size, s["width"], s["first"], s["log_every"])
     return deep_arms.build(design, part_arms(s["depth"]), base,
                            Plateau(deep_arms.ACCURACY, FLAT_ACCURACY, first=s["first"],

@@ -14,11 +14,9 @@ from transformer_jax.studies.study import load_study
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = sorted(p.stem for p in (REPO / "experiments").glob("[!_]*.py"))
 FLATTENED = {"depth", "depth_article", "norm_placement", "residual_flow", "softmax_plateau",
-             "residuals"}  # import FLAT_ACCURACY
-# They import it through experiments/_depth_remedies.py, whose package imports the walk does not
-# take: a known gap (test_a_constant_a_sibling_file_imports_moves_the_fingerprint). Mending it
-# adds refs, so it moves their fingerprints, and lands with their suites run again.
-THROUGH_A_SIBLING = {"depth_remedies_pre", "depth_remedies_post", "depth_remedies_bare"}
+             "residuals",  # import FLAT_ACCURACY
+             # through experiments/_depth_remedies.py, a shared file they load
+             "depth_remedies_pre", "depth_remedies_post", "depth_remedies_bare"}
 
 
 def _synthetic() -> set[str]:
@@ -76,15 +74,19 @@ def test_a_planted_change_moves_the_fingerprint_of_exactly_the_studies_that_use_
     assert moved == PLANTS[plant][3]()
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the measured code does not follow the package "
-                   "imports of a sibling experiment file (experiments/_depth_remedies.py), so a "
-                   "changed FLAT_ACCURACY moves none of its studies' fingerprints in history")
-def test_a_constant_a_sibling_file_imports_moves_the_fingerprint(scratch):
-    root, commits = scratch
-    walk = history.Repository(root)
-    before, after = commits[1], commits[2]  # the FLAT_ACCURACY plant
-    assert all(walk.designs_at(before, name, "default")[0]
-               != walk.designs_at(after, name, "default")[0] for name in THROUGH_A_SIBLING)
+def test_a_shared_file_loaded_beside_is_followed_and_another_study_is_not(tmp_path):
+    (tmp_path / "_shared.py").write_text(
+        "from transformer_jax.studies.study import FLAT_ACCURACY\n")
+    (tmp_path / "other.py").write_text("from transformer_jax.studies.study import study_schedule\n")
+    (tmp_path / "mine.py").write_text(
+        "from pathlib import Path\nfrom transformer_jax.studies.study import load_module\n"
+        "SHARED = load_module(Path(__file__).parent / '_shared.py')\n"
+        "OTHER = load_module(Path(__file__).parent / 'other.py')\n")
+    imported = set(measured_code._imported(tmp_path / "mine.py"))
+    assert ("transformer_jax/studies/study.py", "FLAT_ACCURACY") in imported
+    assert ("transformer_jax/studies/study.py", "study_schedule") not in imported
+    (tmp_path / "_shared.py").write_text("SHARED = load_module(Path(__file__).parent / 'mine.py')")
+    assert measured_code._imported(tmp_path / "_shared.py") == []  # a study it loads is not followed
 
 
 def test_todays_fingerprint_reads_the_measured_code_from_disk():

@@ -212,6 +212,7 @@ class Design:
     grid_factor: float  # the next point out: × or ÷ this
     grid_cap: int  # points added beyond each end, at most
     thresholds: Thresholds
+    amendments: tuple[str, ...] = ()  # each change after the first results, naming its commit
 
 
 def base_config(configs: Path, size: str, width: int, first: int,
@@ -240,4 +241,5 @@ def build(design: Design, arms: Sequence[Arm], base: ml_collections.ConfigDict,
         expectations=tuple(expectations(arms, design.thresholds, chance_accuracy(base))),
         tuned=tuned,
         extend_grid=GridExtension("train.learning_rate", design.grid_factor, design.grid_cap),
-        plateau=plateau, suite=design.name)
+        plateau=plateau, suite=design.name,
+        amendments=design.amendments)

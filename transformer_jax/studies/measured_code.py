@@ -3,7 +3,8 @@
 A judged value comes from code outside the experiment file: the analyses and the helpers they
 call, the task's data generator, the evaluation functions, how a run's curve becomes the value
 an expectation reads, and the package constants all of these read, with those the experiment
-file imports from the package (e.g. `FLAT_ACCURACY`). `refs(study, experiment)` names them, as
+file, or a shared file it loads (experiments/_*.py), imports from the package (e.g.
+`FLAT_ACCURACY`). `refs(study, experiment)` names them, as
 (file, top-level name) pairs: from the live objects, it follows the names each one's syntax tree
 reads, within the measuring code (`measuring`). `digest(refs, read)` hashes what those names
 are bound to in any source tree, docstrings out (studies/syntax.py): the files on disk, a git
@@ -16,6 +17,7 @@ renders, stores or runs a study (pages, plots, records, the sweep).
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import enum
 import functools
@@ -233,16 +235,42 @@ def _add_name(ref: Ref, found: dict[Ref, None], seen: dict[int, Any]) -> None:
         _add_name((_file(source), name), found, seen)
 
 
-def _imported(experiment: Path) -> list[Ref]:
-    """What an experiment file imports from measuring modules, by (file, name)."""
-    text = experiment.read_text()
-    module = syntax.parsed(text)
+def _imported(experiment: Path, seen: Optional[set] = None) -> list[Ref]:
+    """What an experiment file imports from measuring modules, by (file, name), with what the
+    shared files it loads beside it import (`load_module(HERE / "_depth_remedies.py")`: that
+    module's FLAT_ACCURACY is the study's as much as its own imports are). Another study's file
+    that it loads (lm_positions.py) is not followed: its imports (study_schedule) write the
+    config, which the design holds; following them would move the fingerprints of seven studies
+    whose code has not changed."""
+    seen = set() if seen is None else seen
+    seen.add(experiment.resolve())
+    module = syntax.parsed(experiment.read_text())
     out = []
     for node in module.body if module else ():
-        if isinstance(node, __import__("ast").ImportFrom) and node.module and \
-                measuring(node.module):
+        if isinstance(node, ast.ImportFrom) and node.module and measuring(node.module):
             out += [(_file(node.module), alias.name) for alias in node.names]
+    for sibling in _loaded_beside(module, experiment.parent):
+        if sibling.resolve() not in seen:
+            out += _imported(sibling, seen)
     return out
+
+
+def _loaded_beside(module: Optional[ast.Module], folder: Path) -> list[Path]:
+    """The shared files (not studies: their names start with _) beside an experiment that it
+    loads by name: each "_<name>.py" string in a call to load_module."""
+    found = []
+    for call in ast.walk(module) if module else ():
+        if isinstance(call, ast.Call) and _called_name(call.func) == "load_module":
+            for node in ast.walk(call):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                        node.value.startswith("_") and node.value.endswith(".py") and \
+                        (folder / node.value).is_file():
+                    found.append(folder / node.value)
+    return found
+
+
+def _called_name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def _is_constant(value: Any, module: str, name: str) -> bool:
