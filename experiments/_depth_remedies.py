@@ -121,8 +121,17 @@ RESIDUAL_FLOW_SAW = ("residual_flow measured Pre-LN's first/last gradient ratio 
                      "about 3 at the start and 6.5 after training")
 
 
+# Changes after the parts' first results, each naming its commit (every part's: they share them).
+AMENDMENTS = (
+    "0a30ba2: the fingerprint now holds what this shared file imports from the package "
+    "(FLAT_ACCURACY): measured_code.py had not followed a shared file's imports, so it moved "
+    "once for each part; no design, threshold or code that computes a value changed, and the "
+    "suite ran again from this commit",
+)
+
+
 def build_part(name: str, claim: str, size: str, part_arms,
-               amendments: tuple[str, ...] = ()) -> Study:
+               amendments: tuple[str, ...] = AMENDMENTS) -> Study:
     """One part of depth_remedies: `part_arms` (a part's `arms`), with cbd11a8's task, grid,
     budget and thresholds; its suite is `name`."""
     s = SIZES[size]
