@@ -177,7 +177,7 @@ def test_a_page_shows_the_recorded_provenance(tmp_path):
     assert "`--size=default`, seeds [0, 1, 2], 12 runs; the report written by shard 1/2" in page
     assert "2026-12-02T12:00:00+00:00" in page and "Provenance not recorded" not in page
     index = (results / pages.INDEX).read_text()
-    assert "| Intel(R) Xeon(R) Platinum 8480+ (224 CPUs) |" in index
+    assert "| Intel(R) Xeon(R) Platinum 8480+, 224 CPUs, AMX |" in index
 
 
 def test_cpuinfo_model_and_flags():
@@ -186,6 +186,18 @@ def test_cpuinfo_model_and_flags():
         ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile"))
     assert provenance.parse_cpuinfo(AMD) == ("AMD EPYC 7B13 64-Core Processor", ("avx2",))
     assert provenance.parse_cpuinfo(ARM) == (provenance.UNKNOWN, ())
+
+
+def test_a_machine_cell_tells_the_avx2_epyc_from_the_avx512_one():
+    """The two EPYCs these machines have had share a model name; values and times differ."""
+    def cell(cpuinfo):
+        return provenance.machine_cell(provenance.machine_record(cpuinfo, 2, "Linux x86_64"))
+    assert cell(AMD) == "AMD EPYC 7B13 64-Core Processor, 2 CPUs, AVX2"
+    assert cell(AMD.replace("avx2", "avx2 avx512f")) == \
+        "AMD EPYC 7B13 64-Core Processor, 2 CPUs, AVX-512"
+    assert cell(INTEL) == "Intel(R) Xeon(R) Platinum 8480+, 2 CPUs, AMX"
+    assert cell(ARM) == f"{provenance.UNKNOWN}, 2 CPUs"
+    assert provenance.machine_cell(None) == "machine not recorded"
 
 
 def test_collect_reads_this_machine_and_stack(tmp_path):
@@ -392,7 +404,7 @@ def test_export_copies_a_sweeps_results_with_their_links_renamed(tmp_path, capsy
         assert (results / link).exists(), link
     assert "AMD EPYC 7B13 64-Core Processor, 2 logical CPUs" in page
     assert f"commit `{'c' * 40}`" in page and "uncommitted" not in page
-    assert "| AMD EPYC 7B13 64-Core Processor (2 CPUs) |" in (results / pages.INDEX).read_text()
+    assert "| AMD EPYC 7B13 64-Core Processor, 2 CPUs, AVX2 |" in (results / pages.INDEX).read_text()
     (study / provenance.FILE).unlink()  # a run without one: the earlier copy must not stay
     assert pages.main([f"--results={results}", "--readme=", f"--export={study}"]) == 0
     assert not (results / f"scaling_{provenance.FILE}").exists()

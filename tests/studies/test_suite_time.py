@@ -54,7 +54,7 @@ def test_export_of_a_directory_sweep_writes_the_record_and_the_index_shows_it(tm
     assert results / "suite-main.json" in copied
     lines = pages.suite_times(results)
     assert "## How long each suite takes" in lines
-    assert lines[-1] == "| main | a, b | 6 | default | 2 min 05 s | Some CPU (2 CPUs) | 2026-12-03 |"
+    assert lines[-1] == "| main | a, b | 6 | default | 2 min 05 s | Some CPU, 2 CPUs | 2026-12-03 |"
 
 
 def test_export_of_one_study_writes_no_suite_record(tmp_path):

@@ -187,7 +187,7 @@ def _commits(past: Optional[history_lib.History]) -> list[str]:
 def machine_cell(record: Optional[dict[str, Any]]) -> str:
     if record is None:
         return "not recorded"
-    return f"{record['machine']['cpu']} ({record['machine']['cpus']} CPUs)"
+    return provenance_lib.machine_cell(record["machine"])
 
 
 def render_page(entry: Entry, verdict: dict[str, Any], runs: str,

@@ -88,6 +88,21 @@ def machine_words(machine: Optional[Mapping[str, Any]]) -> str:
     return f"{machine['cpu']}, {machine['cpus']} CPUs{flags}"
 
 
+# The widest vector instructions a CPU has, widest first: what a table cell names, since
+# XLA:CPU's values and speed differ by it (the AVX2 and AVX-512 EPYCs share a model name).
+WIDEST = (("amx_tile", "AMX"), ("avx512f", "AVX-512"), ("avx2", "AVX2"))
+
+
+def machine_cell(machine: Optional[Mapping[str, Any]]) -> str:
+    """'AMD EPYC, 2 CPUs, AVX-512': a machine in one table cell, named by its widest vector
+    instructions ('machine not recorded' for None; no third part where no flag was read)."""
+    if not machine:
+        return "machine not recorded"
+    flags = set(machine.get("cpu_flags") or ())
+    widest = next((words for flag, words in WIDEST if flag in flags), None)
+    return ", ".join([machine["cpu"], f"{machine['cpus']} CPUs", *([widest] if widest else [])])
+
+
 def read_cpuinfo(path: Path = Path("/proc/cpuinfo")) -> str:
     try:
         return path.read_text()
