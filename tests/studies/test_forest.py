@@ -91,6 +91,22 @@ def test_an_interval_without_an_end_runs_to_the_edge_and_an_unmeasured_effect_sa
                                              if t.get_gid() == "unmeasured")
 
 
+def test_an_unmeasured_rows_note_stays_inside_its_axis():
+    """pretrained_claims' [CLS] note (109 characters) was printed on the axis' lower edge, one
+    line wide, across the labels and the next row."""
+    note = ("every run of matched_cls diverged: set Expectation.worst, the value a diverged run "
+            "counts as")
+    fig = _figure([_row("all diverged", effect=None, low=None, high=None, verdict="inconclusive",
+                        note=note), _row("next")])
+    fig.canvas.draw()
+    ax = _rows(fig)[0]
+    (text,) = [t for t in ax.texts if t.get_gid() == "unmeasured"]
+    inside, box = ax.get_window_extent(), text.get_window_extent()
+    assert inside.x0 <= box.x0 and box.x1 <= inside.x1
+    assert inside.y0 <= box.y0 and box.y1 <= inside.y1
+    assert "diverged run counts as" in text.get_text()
+
+
 def test_the_accepted_region_of_a_gap_is_both_sides_of_no_gap():
     row = _row("gap", comparison="within", effect=0.01, low=-0.02, high=0.03, margin=0.05)
     (ax,) = _rows(_figure([row]))

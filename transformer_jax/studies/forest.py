@@ -28,6 +28,7 @@ MARKERS = {Kind.FINDING: "o", Kind.CHECK: "s", Kind.POST_HOC: "^"}
 ACCEPTED = "#2ca02c"  # the accepted region's shade (light)
 ROW_INCHES, WIDTH_INCHES, LABEL_FRACTION = 0.62, 12.0, 0.5  # the labels' share of the width
 WRAP = 78  # characters per line of an expectation's text (two lines at most)
+NOTE_WRAP = 72  # characters per line of an unmeasured row's note, inside its axis (two lines)
 
 
 def verdict_class(row: dict[str, Any]) -> str:
@@ -125,9 +126,11 @@ def _draw_estimate(ax, row: dict[str, Any], left: float, right: float) -> None:
     colour = COLOURS[verdict_class(row)]
     low, high = row["interval"]["low"], row["interval"]["high"]
     if not _finite(row["effect"]) and not _finite(low) and not _finite(high):
-        ax.text(0.5, 0.0, textwrap.shorten(f"not measured: {row['note']}", 110, placeholder="…"),
-                transform=ax.transAxes, ha="center", va="center", fontsize=8, color=colour,
-                gid="unmeasured")
+        # two short lines inside the axis: a longer line ran over the labels and the margin
+        note = textwrap.wrap(textwrap.shorten(f"not measured: {row['note']}", 2 * NOTE_WRAP,
+                                              placeholder="…"), NOTE_WRAP)
+        ax.text(0.5, 0.5, "\n".join(note), transform=ax.transAxes, ha="center", va="center",
+                fontsize=7, color=colour, linespacing=1.1, gid="unmeasured")
         return
     ax.plot([low if _finite(low) else left, high if _finite(high) else right], [0, 0],
             color=colour, lw=2.2, solid_capstyle="butt", gid="interval")
