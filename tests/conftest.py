@@ -210,7 +210,8 @@ def pytest_collection_modifyitems(session, config, items):
 def pytest_addoption(parser):
     parser.addoption("--store-durations", action="store_true",
                      help="write each test file's duration in this run into tests/durations.json "
-                          "(the order scripts/test.sh's workers take the files in)")
+                          "(the order scripts/test.sh's workers take the files in), and each "
+                          "test's into tests/test_durations.json (which leave the fast lane)")
     parser.addoption("--store-fast-lane-modules", action="store_true",
                      help="write which package modules each test of this run exercises into "
                           "tests/fast_lane_modules.json (run with --fast: docs/testing.md)")
@@ -233,12 +234,14 @@ def _longest_files_first(items) -> None:
 
 
 _MEASURED: dict = {}  # file -> seconds in this run (--store-durations)
+_TEST_MEASURED: dict = {}  # test -> seconds in this run (--store-durations)
 _EXERCISED: dict = {}  # test -> package modules whose code it ran (--store-fast-lane-modules)
 
 
 def pytest_runtest_logreport(report):  # under xdist, the controller gets every worker's reports
     file = report.nodeid.split("::")[0]
     _MEASURED[file] = _MEASURED.get(file, 0.0) + report.duration
+    _TEST_MEASURED[report.nodeid] = _TEST_MEASURED.get(report.nodeid, 0.0) + report.duration
     for key, value in report.user_properties:
         if key == "package_modules":
             _EXERCISED.setdefault(report.nodeid, set()).update(value)
@@ -253,6 +256,8 @@ def pytest_sessionfinish(session, exitstatus):
         existing = [str(p.relative_to(root)) for p in (root / "tests").rglob("test_*.py")]
         file_order.write_durations(file_order.merged(file_order.read_durations(), _MEASURED,
                                                      existing))
+        fast_lane.write_test_durations(fast_lane.merged_test_durations(
+            fast_lane.read_test_durations(), _TEST_MEASURED, existing))
     if config.getoption("--store-fast-lane-modules") and not hasattr(config, "workerinput"):
         fast_lane.write_exercised(_EXERCISED)
 
@@ -283,8 +288,13 @@ ORBAX_LATE_CLOSE = pytest.mark.filterwarnings(
 _PROCESS_FINDER = fast_lane.ProcessFinder()
 
 
+_STORED_DURATIONS = fast_lane.read_test_durations()
+
+
 def pytest_itemcollected(item):  # before any -m deselects: `-m "not slow"` sees this mark
-    if not item.get_closest_marker("slow") and fast_lane.starts_process(item, _PROCESS_FINDER):
+    if not item.get_closest_marker("slow") and (
+            fast_lane.over_budget(item.nodeid, _STORED_DURATIONS)
+            or fast_lane.starts_process(item, _PROCESS_FINDER)):
         item.add_marker(pytest.mark.slow)
 
 

@@ -214,6 +214,10 @@ def test_every_module_of_the_package_is_exercised_by_a_fast_test():
     fast = _fast_lane_now()
     left = {m: tests for m, tests in exercised.items() if not set(tests) & fast}
     assert not left, f"these modules' fast tests are no longer in the fast lane: {left}; {REFRESH}"
+    # and the stored durations are what conftest marks by: each stored test over the budget is out
+    stored = fast_lane.read_test_durations()
+    over = {t for t in stored if fast_lane.over_budget(t, stored)}
+    assert over and not over & fast, "tests/test_durations.json: scripts/test.sh --store-durations"
 
 
 def test_the_fast_lane_option_is_the_documented_marker_expression():
@@ -221,3 +225,22 @@ def test_the_fast_lane_option_is_the_documented_marker_expression():
     assert f'if [[ $arg == --fast ]]; then args+=({FAST_LANE});' in script
     assert f"`{FAST_LANE}`" in (REPO / "docs" / "testing.md").read_text()
     assert '"not slow"' in (REPO / "pytest.ini").read_text()
+
+
+def test_a_test_over_the_budget_in_the_stored_run_leaves_the_lane():
+    durations = {"tests/a/test_x.py::test_long": fast_lane.LANE_BUDGET_S + 0.1,
+                 "tests/a/test_x.py::test_near": fast_lane.LANE_BUDGET_S}
+    assert fast_lane.over_budget("tests/a/test_x.py::test_long", durations)
+    assert not fast_lane.over_budget("tests/a/test_x.py::test_near", durations)
+    assert not fast_lane.over_budget("tests/a/test_x.py::test_new", durations)  # not timed yet
+
+
+def test_storing_durations_updates_what_ran_and_drops_what_got_fast_or_went():
+    recorded = {"tests/a/test_x.py::test_long": 3.0, "tests/a/test_x.py::test_made_fast": 2.0,
+                "tests/a/test_x.py::test_not_run": 2.5, "tests/gone/test_y.py::test_z": 4.0}
+    measured = {"tests/a/test_x.py::test_long": 3.456, "tests/a/test_x.py::test_made_fast": 0.1,
+                "tests/a/test_x.py::test_new": 1.0, "tests/a/test_x.py::test_quick": 0.01}
+    stored = fast_lane.merged_test_durations(recorded, measured, ["tests/a/test_x.py"])
+    assert stored == {"tests/a/test_x.py::test_long": 3.46, "tests/a/test_x.py::test_new": 1.0,
+                      "tests/a/test_x.py::test_not_run": 2.5}
+
