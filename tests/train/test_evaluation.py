@@ -118,3 +118,40 @@ def test_text_eval_defaults_to_the_whole_held_out_split(shakespeare_file, tj_dat
     ds = data.make_dataset(cfg, seed=0, fmt="decoder")
     assert config.data.num_eval == 0
     assert ds.num_eval_windows * ds.eval_len > 0.99 * len(ds.eval_ids)
+
+
+def test_evaluate_averages_each_replicas_sums_over_the_batches_it_reads():
+    """evaluation.evaluate with a stand-in eval step and probe (no model, no compile): each
+    replica's loss is its summed loss over the total weight, of every batch or of the first
+    `max_batches`; its probed statistics land per layer; the map is cut to the real tokens."""
+    import math
+    import types
+
+    from transformer_jax.train import evaluation
+
+    rng = np.random.default_rng(0)
+    weights = [4.0, 2.0, 6.0]  # each batch's real targets
+    losses = rng.uniform(1, 3, size=(3, 2))  # [batch, replica] mean loss
+    batches = [{"padding_mask": np.array([[True, True, True, False]]), "k": i} for i in range(3)]
+    run = types.SimpleNamespace(dataset=types.SimpleNamespace(
+        eval_batches=lambda size, fmt: iter(batches)), train=types.SimpleNamespace(batch_size=1),
+        bits_name="bits_per_token")
+
+    def eval_step(params, batch):
+        i = batch["k"]
+        return {"loss": losses[i] * weights[i], "weight": np.full(2, weights[i])}
+
+    def probe(params, batch):
+        assert batch["k"] == 0  # the first batch
+        return {"entropy": np.array([[0.1, 0.2], [0.3, 0.4]]), "max_weight": np.zeros((2, 2)),
+                "max_abs_logit": np.ones((2, 2)), "example_weights": np.ones((2, 2, 1, 4, 4))}
+
+    for max_batches, read in ((0, 3), (1, 1)):
+        found = evaluation.evaluate(run, [0, 1], "decoder", eval_step, probe, None, 7,
+                                    max_batches=max_batches)
+        for j, e in enumerate(found):
+            expected = sum(losses[i, j] * weights[i] for i in range(read)) / sum(weights[:read])
+            assert e.metrics["loss"] == pytest.approx(expected, rel=1e-12)
+            assert e.metrics["bits_per_token"] == pytest.approx(expected / math.log(2))
+            assert e.scalars["attention/entropy/layer_01"] == pytest.approx([0.2, 0.4][j])
+    assert set(found[1].images) == {"attention_map/layer_00", "attention_map/layer_01"}
