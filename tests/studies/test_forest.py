@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import matplotlib.colors
+import matplotlib.pyplot
 import pytest
 
 from transformer_jax.studies import forest, pages, provenance
@@ -105,6 +106,7 @@ def test_an_unmeasured_rows_note_stays_inside_its_axis():
     assert inside.x0 <= box.x0 and box.x1 <= inside.x1
     assert inside.y0 <= box.y0 and box.y1 <= inside.y1
     assert "diverged run counts as" in text.get_text()
+    matplotlib.pyplot.close(fig)  # pyplot keeps every figure it made: the file draws many
 
 
 def test_the_accepted_region_of_a_gap_is_both_sides_of_no_gap():

@@ -240,7 +240,7 @@ def _imported(experiment: Path, seen: Optional[set] = None) -> list[Ref]:
     shared files it loads beside it import (`load_module(HERE / "_depth_remedies.py")`: that
     module's FLAT_ACCURACY is the study's as much as its own imports are). Another study's file
     that it loads (lm_positions.py) is not followed: its imports (study_schedule) write the
-    config, which the design holds; following them would move the fingerprints of seven studies
+    config, which the design holds; following them would move the fingerprints of six studies
     whose code has not changed."""
     seen = set() if seen is None else seen
     seen.add(experiment.resolve())
