@@ -10,7 +10,6 @@ the study's results must be named too.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import fnmatch
 import hashlib
@@ -20,28 +19,15 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
-from transformer_jax.studies import loading, measured_code, provenance
+from transformer_jax.studies import loading, measured_code, provenance, syntax
 from transformer_jax.studies import study as study_lib
-
-SIMPLE_STATEMENTS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
-
 
 def built_file_names(text: str) -> frozenset[str]:
     """'<word>.py' for each bare word that a statement calling load_module names: the sibling
     files it loads by a built name (`load_module(HERE / f"{n}.py") for n in ("lm_positions",
     "lm_scaling")`), which the *.py names in its text miss; none where the text does not parse."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return frozenset()
-    found = set()
-    for statement in (n for n in ast.walk(tree) if isinstance(n, SIMPLE_STATEMENTS)):
-        nodes = list(ast.walk(statement))
-        if any(isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None))
-               == "load_module" for n in nodes):
-            found |= {f"{n.value}.py" for n in nodes if isinstance(n, ast.Constant)
-                      and isinstance(n.value, str) and re.fullmatch(r"\w+", n.value)}
-    return frozenset(found)
+    return frozenset(f"{word}.py" for word in syntax.load_module_strings(syntax.parsed(text))
+                     if re.fullmatch(r"\w+", word))
 
 
 ABSENT, UNREADABLE = "absent", "unreadable"  # a fingerprint where the file is missing or broken

@@ -257,20 +257,9 @@ def _imported(experiment: Path, seen: Optional[set] = None) -> list[Ref]:
 
 def _loaded_beside(module: Optional[ast.Module], folder: Path) -> list[Path]:
     """The shared files (not studies: their names start with _) beside an experiment that it
-    loads by name: each "_<name>.py" string in a call to load_module."""
-    found = []
-    for call in ast.walk(module) if module else ():
-        if isinstance(call, ast.Call) and _called_name(call.func) == "load_module":
-            for node in ast.walk(call):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
-                        node.value.startswith("_") and node.value.endswith(".py") and \
-                        (folder / node.value).is_file():
-                    found.append(folder / node.value)
-    return found
-
-
-def _called_name(func: ast.expr) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    loads by name: each "_<name>.py" string in a statement that calls load_module."""
+    return [folder / name for name in sorted(syntax.load_module_strings(module))
+            if name.startswith("_") and name.endswith(".py") and (folder / name).is_file()]
 
 
 def _is_constant(value: Any, module: str, name: str) -> bool:

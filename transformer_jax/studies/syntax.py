@@ -139,6 +139,25 @@ def loaded_names(node: ast.AST) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+# Statements that may call load_module (an assignment, a bare call, a return)
+SIMPLE_STATEMENTS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
+
+
+def load_module_strings(tree: Optional[ast.AST]) -> frozenset[str]:
+    """Every string constant in a statement that calls load_module: the names of the files it
+    loads, whole ("_depth_remedies.py") or in parts (f"{n}.py" for n in ("lm_positions", ...))."""
+    if tree is None:
+        return frozenset()
+    found: set[str] = set()
+    for statement in (n for n in ast.walk(tree) if isinstance(n, SIMPLE_STATEMENTS)):
+        nodes = list(ast.walk(statement))
+        if any(isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None))
+               == "load_module" for n in nodes):
+            found |= {n.value for n in nodes
+                      if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return frozenset(found)
+
+
 def dump(node: ast.AST, strings: bool = True, name: bool = True) -> str:
     """A node's dump, docstrings out (every string emptied unless `strings`; a definition's own
     name left out unless `name`: it is said apart, where it matters)."""
