@@ -25,6 +25,7 @@ if "XLA_FLAGS" not in os.environ:
     os.environ["XLA_FLAGS"] = _fast_compile_xla_flags()
 
 import fast_lane  # noqa: E402
+import file_order  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest
 from hypothesis import settings  # noqa: E402
@@ -224,8 +225,6 @@ def pytest_configure(config):
 
 def _longest_files_first(items) -> None:
     """Both workers collect in this same order; xdist's scheduler then hands the files out in it."""
-    import file_order
-
     by_file: dict = {}
     for item in items:
         by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
@@ -233,15 +232,12 @@ def _longest_files_first(items) -> None:
     items[:] = [item for f in order for item in by_file[f]]
 
 
-_MEASURED: dict = {}  # file -> seconds in this run (--store-durations)
-_TEST_MEASURED: dict = {}  # test -> seconds in this run (--store-durations)
+_MEASURED: dict = {}  # test -> seconds in this run (--store-durations; a file's: its tests')
 _EXERCISED: dict = {}  # test -> package modules whose code it ran (--store-fast-lane-modules)
 
 
 def pytest_runtest_logreport(report):  # under xdist, the controller gets every worker's reports
-    file = report.nodeid.split("::")[0]
-    _MEASURED[file] = _MEASURED.get(file, 0.0) + report.duration
-    _TEST_MEASURED[report.nodeid] = _TEST_MEASURED.get(report.nodeid, 0.0) + report.duration
+    _MEASURED[report.nodeid] = _MEASURED.get(report.nodeid, 0.0) + report.duration
     for key, value in report.user_properties:
         if key == "package_modules":
             _EXERCISED.setdefault(report.nodeid, set()).update(value)
@@ -250,14 +246,17 @@ def pytest_runtest_logreport(report):  # under xdist, the controller gets every 
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     if config.getoption("--store-durations") and not hasattr(config, "workerinput"):
-        import file_order
-
         root = Path(config.rootpath)
         existing = [str(p.relative_to(root)) for p in (root / "tests").rglob("test_*.py")]
-        file_order.write_durations(file_order.merged(file_order.read_durations(), _MEASURED,
+        by_file: dict = {}
+        for test, seconds in _MEASURED.items():
+            file = test.split("::")[0]
+            by_file[file] = by_file.get(file, 0.0) + seconds
+        file_order.write_durations(file_order.merged(file_order.read_durations(), by_file,
                                                      existing))
-        fast_lane.write_test_durations(fast_lane.merged_test_durations(
-            fast_lane.read_test_durations(), _TEST_MEASURED, existing))
+        file_order.write_durations(fast_lane.merged_test_durations(
+            file_order.read_durations(fast_lane.TEST_DURATIONS), _MEASURED, existing),
+            fast_lane.TEST_DURATIONS)
     if config.getoption("--store-fast-lane-modules") and not hasattr(config, "workerinput"):
         fast_lane.write_exercised(_EXERCISED)
 
@@ -288,7 +287,7 @@ ORBAX_LATE_CLOSE = pytest.mark.filterwarnings(
 _PROCESS_FINDER = fast_lane.ProcessFinder()
 
 
-_STORED_DURATIONS = fast_lane.read_test_durations()
+_STORED_DURATIONS = file_order.read_durations(fast_lane.TEST_DURATIONS)
 
 
 def pytest_itemcollected(item):  # before any -m deselects: `-m "not slow"` sees this mark

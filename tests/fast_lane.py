@@ -10,11 +10,12 @@ helpers_train.py) start their processes that way, so a test that uses them is fo
 them. The package's own code is not read (what it names is no measure of what a test makes it
 do: a bad flag stops before the sweep's `git`), so a test that starts a process through it
 fails in every run until it is marked by hand: the guard below watches the setup and the call
-of each test in the lane. Tests that start no process but take long are left out by their measured time:
-one whose setup, call and teardown took over LANE_BUDGET_S in the last stored run of the suite
-(`tests/test_durations.json`, written by `scripts/test.sh --store-durations` with the files'
-durations) is marked `slow` too, so the lane stays within its 2 minutes as tests are added
-without anyone judging "long" by hand. A new test is in the lane until a stored run has timed it.
+of each test in the lane. Tests that start no process but take long are left out by their
+measured time: one whose setup, call and teardown took over LANE_BUDGET_S in the last stored run
+of the suite (`tests/test_durations.json`, written by `scripts/test.sh --store-durations` with
+the files' durations, file_order.py) is marked `slow` too, so the lane stays within its 2
+minutes as tests are added without anyone judging "long" by hand. A new test is in the lane
+until a stored run has timed it.
 
 The fast lane also exercises every module of the package: tests/project/test_fast_lane.py checks
 that against `fast_lane_modules.json`, which the fast lane writes when run with
@@ -373,14 +374,6 @@ def exercised_by(records: dict[str, set]) -> dict[str, list[str]]:
     return {m: tests[:3] for m, tests in sorted(by_module.items())}
 
 
-def read_test_durations(path: Path = TEST_DURATIONS) -> dict[str, float]:
-    """{test id: seconds} of the last stored run ({} where none was stored)."""
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-
-
 def over_budget(nodeid: str, durations: dict[str, float]) -> bool:
     return durations.get(nodeid, 0.0) > LANE_BUDGET_S
 
@@ -395,6 +388,3 @@ def merged_test_durations(recorded: dict[str, float], measured: dict[str, float]
     return {t: both[t] for t in sorted(both)
             if t.split("::")[0] in existing and both[t] >= STORED_FROM_S}
 
-
-def write_test_durations(durations: dict[str, float], path: Path = TEST_DURATIONS) -> None:
-    path.write_text(json.dumps(durations, indent=1) + "\n")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import fast_lane
+import file_order
 import fork_server
 import helpers_train
 import conftest
@@ -215,7 +216,7 @@ def test_every_module_of_the_package_is_exercised_by_a_fast_test():
     left = {m: tests for m, tests in exercised.items() if not set(tests) & fast}
     assert not left, f"these modules' fast tests are no longer in the fast lane: {left}; {REFRESH}"
     # and the stored durations are what conftest marks by: each stored test over the budget is out
-    stored = fast_lane.read_test_durations()
+    stored = file_order.read_durations(fast_lane.TEST_DURATIONS)
     over = {t for t in stored if fast_lane.over_budget(t, stored)}
     assert over and not over & fast, "tests/test_durations.json: scripts/test.sh --store-durations"
 
@@ -243,4 +244,3 @@ def test_storing_durations_updates_what_ran_and_drops_what_got_fast_or_went():
     stored = fast_lane.merged_test_durations(recorded, measured, ["tests/a/test_x.py"])
     assert stored == {"tests/a/test_x.py::test_long": 3.46, "tests/a/test_x.py::test_new": 1.0,
                       "tests/a/test_x.py::test_not_run": 2.5}
-

@@ -86,7 +86,8 @@ def test_a_shared_file_loaded_beside_is_followed_and_another_study_is_not(tmp_pa
     assert ("transformer_jax/studies/study.py", "FLAT_ACCURACY") in imported
     assert ("transformer_jax/studies/study.py", "study_schedule") not in imported
     (tmp_path / "_shared.py").write_text("SHARED = load_module(Path(__file__).parent / 'mine.py')")
-    assert measured_code._imported(tmp_path / "_shared.py") == []  # a study it loads is not followed
+    # a study that a shared file loads is not followed either
+    assert measured_code._imported(tmp_path / "_shared.py") == []
 
 
 def test_todays_fingerprint_reads_the_measured_code_from_disk():

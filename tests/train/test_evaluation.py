@@ -123,7 +123,7 @@ def test_text_eval_defaults_to_the_whole_held_out_split(shakespeare_file, tj_dat
 def test_evaluate_averages_each_replicas_sums_over_the_batches_it_reads():
     """evaluation.evaluate with a stand-in eval step and probe (no model, no compile): each
     replica's loss is its summed loss over the total weight, of every batch or of the first
-    `max_batches`; its probed statistics land per layer; the map is cut to the real tokens."""
+    `max_batches`; its probed statistics land per layer; the first and last layers get a map."""
     import math
     import types
 
