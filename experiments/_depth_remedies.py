@@ -130,14 +130,13 @@ AMENDMENTS = (
 )
 
 
-def build_part(name: str, claim: str, size: str, part_arms,
-               amendments: tuple[str, ...] = AMENDMENTS) -> Study:
+def build_part(name: str, claim: str, size: str, part_arms) -> Study:
     """One part of depth_remedies: `part_arms` (a part's `arms`), with cbd11a8's task, grid,
     budget and thresholds; its suite is `name`."""
     s = SIZES[size]
     design = deep_arms.Design(name=name, claim=claim, published=PUBLISHED, rates=LEARNING_RATES,
                               grid_factor=GRID_FACTOR, grid_cap=GRID_CAP, thresholds=THRESHOLDS,
-                              amendments=amendments)
+                              amendments=AMENDMENTS)
     base = deep_arms.base_config(REPO / "configs", size, s["width"], s["first"], s["log_every"])
     return deep_arms.build(design, part_arms(s["depth"]), base,
                            Plateau(deep_arms.ACCURACY, FLAT_ACCURACY, first=s["first"],
