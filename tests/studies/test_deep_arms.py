@@ -1,8 +1,10 @@
 """The deep-stack studies with initialization, learning rate and budget taken out (issue 64):
 studies/deep_arms.py's arms, and the experiments built on it: depth_remedies_pre.py,
-depth_remedies_post.py and depth_remedies_bare.py (24 layers: depth_remedies.py as registered at
-cbd11a8, split in suites that fit their time; experiments/_depth_remedies.py holds what they
-share) and depth_article.py (96)."""
+depth_remedies_post.py, depth_remedies_nonorm.py and depth_remedies_noresidual.py (24 layers:
+depth_remedies.py as registered at cbd11a8, split in suites that fit their time;
+experiments/_depth_remedies.py holds what they share) and depth_article_pre.py,
+depth_article_post.py and depth_article_nonorm.py (96: depth_article.py as registered at cbd11a8,
+split alike; experiments/_depth_article.py)."""
 from __future__ import annotations
 
 import subprocess
@@ -18,8 +20,11 @@ from transformer_jax.studies.study import Comparison, Kind, Measure
 from transformer_jax.train import check_config
 
 REPO = Path(__file__).resolve().parents[2]
-PARTS = ("depth_remedies_pre", "depth_remedies_post", "depth_remedies_bare")  # depth_remedies
-STUDIES = (*PARTS, "depth_article")
+PARTS = ("depth_remedies_pre", "depth_remedies_post", "depth_remedies_nonorm",
+         "depth_remedies_noresidual")  # depth_remedies, split
+ARTICLE_PARTS = ("depth_article_pre", "depth_article_post", "depth_article_nonorm")
+STUDIES = (*PARTS, *ARTICLE_PARTS, "depth_remedies_bare", "depth_article")  # the last two: retired
+# once their parts' results are in
 REGISTERED = "cbd11a8"  # the commit that registered depth_remedies, before any run
 T = Thresholds(leaves_chance=0.25, near_reference=0.05, blown_loss=10.0, vanished_ratio=0.1,
                exploded_rms=100.0)
@@ -129,7 +134,7 @@ def _arms(name: str) -> list[Arm]:
 
 
 def test_the_rival_prediction_is_registered_for_the_remedied_no_norm_arms():
-    for names in (PARTS, ["depth_article"]):
+    for names in (PARTS, ARTICLE_PARTS):
         arms = [a for name in names for a in _arms(name)]
         outcome = {(a.architecture, a.init): a.outcome for a in arms}
         assert outcome[("none_res", "depth_scaled")] == TRAINS
@@ -139,40 +144,49 @@ def test_the_rival_prediction_is_registered_for_the_remedied_no_norm_arms():
                    for n in names)  # where the no-norm arms are
 
 
+SPLIT = {"depth_remedies": PARTS, "depth_article": ARTICLE_PARTS}  # as registered -> its parts
+
+
 @pytest.fixture(scope="module")
-def registered(tmp_path_factory) -> Path:
-    """experiments/depth_remedies.py as cbd11a8 registered it, beside today's configs."""
+def registered(tmp_path_factory) -> dict[str, Path]:
+    """experiments/depth_remedies.py and depth_article.py as cbd11a8 registered them, beside
+    today's configs."""
     root = tmp_path_factory.mktemp("registered")
     (root / "experiments").mkdir()
     (root / "configs").symlink_to(REPO / "configs")
-    text = subprocess.run(["git", "show", f"{REGISTERED}:experiments/depth_remedies.py"],
-                          cwd=REPO, check=True, capture_output=True, text=True).stdout
-    path = root / "experiments" / "depth_remedies.py"
-    path.write_text(text)
-    return path
+    paths = {}
+    for name in SPLIT:
+        text = subprocess.run(["git", "show", f"{REGISTERED}:experiments/{name}.py"],
+                              cwd=REPO, check=True, capture_output=True, text=True).stdout
+        paths[name] = root / "experiments" / f"{name}.py"
+        paths[name].write_text(text)
+    return paths
 
 
-def test_the_parts_are_depth_remedies_split_with_nothing_moved(registered):
-    """Every arm of depth_remedies as registered in exactly one part, each with its outcome and
-    its kinds; the same budget, grid, thresholds, variants and expectations."""
-    old = load_module(registered)
+@pytest.mark.parametrize("name", list(SPLIT))
+def test_the_parts_are_the_registered_study_split_with_nothing_moved(registered, name):
+    """Every arm of the study as registered in exactly one part, each with its outcome and its
+    kinds; the same budget, grid, thresholds, variants and expectations."""
+    old, parts_names = load_module(registered[name]), SPLIT[name]
     whole = {a.name: a for a in old.arms(old.SIZES["default"]["depth"])}
-    parts = [a for name in PARTS for a in _arms(name)]
+    parts = [a for part in parts_names for a in _arms(part)]
     assert sorted(a.name for a in parts) == sorted(whole)
     assert all(a == whole[a.name] for a in parts)
-    shared = load_module(REPO / "experiments" / "_depth_remedies.py")
+    shared = load_module(REPO / "experiments" / f"_{name}.py")
     assert (shared.SIZES, shared.LEARNING_RATES, shared.GRID_FACTOR, shared.GRID_CAP,
             shared.THRESHOLDS) == (old.SIZES, old.LEARNING_RATES, old.GRID_FACTOR,
                                    old.GRID_CAP, old.THRESHOLDS)
-    for name in PARTS:
-        part = load_module(REPO / "experiments" / f"{name}.py")
+    for part_name in parts_names:
+        part = load_module(REPO / "experiments" / f"{part_name}.py")
         assert (part.SIZES, part.LEARNING_RATES, part.GRID_CAP) == (
             old.SIZES, old.LEARNING_RATES, old.GRID_CAP)
     for size in ("tiny", "default"):
-        was = study_lib.load_study(registered, size)
-        studies = [study_lib.load_study(REPO / "experiments" / f"{n}.py", size) for n in PARTS]
+        was = study_lib.load_study(registered[name], size)
+        studies = [study_lib.load_study(REPO / "experiments" / f"{n}.py", size)
+                   for n in parts_names]
         texts = [{e.text: e for e in s.expectations} for s in studies]
         assert sum(len(t) for t in texts) == len(was.expectations)  # none in two parts
         assert all(e == {e.text: e for e in was.expectations}[t]
                    for part in texts for t, e in part.items())
         assert {k: v for s in studies for k, v in s.variants.items()} == was.variants
+        assert {s.published for s in studies} == {was.published}

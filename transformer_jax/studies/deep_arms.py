@@ -3,11 +3,12 @@ answer (issue 64): an architecture (norm placement, residual or not) under one b
 initialization (`model.branch_init`), at one depth, each tuned over the learning rate with a grid
 grown until its optimum is interior (`studies/grid.py`), trained to the plateau.
 
-An experiment file (experiments/depth_remedies_pre.py, _post.py, _bare.py, depth_article.py)
-lists its arms and, for each, the outcome it registers before the run: `TRAINS` (it leaves chance
-and ends near its 2-layer reference) or `COLLAPSES` (it stays at chance). This module builds the
-variants, the tuned arms and the expectations those words mean, the same way for every depth, so
-that the studies ask one question. The thresholds are the experiment's (`Thresholds`).
+An experiment file (experiments/depth_remedies_pre.py, _post.py, _nonorm.py, _noresidual.py,
+depth_article_pre.py, _post.py, _nonorm.py) lists its arms and, for each, the outcome it registers
+before the run: `TRAINS` (it leaves chance and ends near its 2-layer reference) or `COLLAPSES` (it
+stays at chance). This module builds the variants, the tuned arms and the expectations those words
+mean, the same way for every depth, so that the studies ask one question. The thresholds are the
+experiment's (`Thresholds`).
 
 Every arm is judged on three things beside accuracy, at the start (the first logged step, which
 `at_step=1` reads) and at the end, from what the trainer logs at every logged step:
