@@ -113,6 +113,42 @@ def test_a_docstring_or_comment_moves_nothing():
         measured_code.digest(refs, lambda p: text)
 
 
+def _reader(files: dict[str, str]):
+    return files.get
+
+
+def test_code_moved_unchanged_keeps_its_digest_and_a_change_still_moves_it(monkeypatch):
+    """Issue 67 moves measured files into rooms: with the move in `MOVED`, the digest of today's
+    refs reads a commit from before the move at the old path and names both by it."""
+    body = "def f(x):\n    return x + 1\n"
+    before = _reader({"pkg/old.py": body})
+    after = _reader({"pkg/new.py": "import os\n\n\n" + body})  # imports are not f's text
+    today, then = (("pkg/new.py", "f"),), (("pkg/old.py", "f"),)
+    was = measured_code.digest(then, before)
+    assert measured_code.digest(today, after) != was  # a move with no table moves it
+    monkeypatch.setattr(measured_code, "MOVED", {"pkg/new.py": ("pkg/old.py",)})
+    assert measured_code.digest(today, after) == measured_code.digest(today, before) == was
+    changed = _reader({"pkg/new.py": body.replace("+ 1", "+ 2")})
+    assert measured_code.digest(today, changed) != was
+
+
+def test_a_name_moved_alone_is_read_where_it_was_bound_at_each_commit(monkeypatch):
+    """A function moved out of a file that stays (report.py's final_value into its own module):
+    before the move, the new file may exist without it, and the old one is read."""
+    g, h = "def g():\n    return 1\n", "def h():\n    return g()\n"
+    before = _reader({"pkg/report.py": g + h, "pkg/values.py": "X = 1\n"})
+    after = _reader({"pkg/report.py": "from pkg.values import g\n" + h,
+                     "pkg/values.py": "X = 1\n" + g})
+    then = (("pkg/report.py", "g"), ("pkg/report.py", "h"))
+    today = (("pkg/report.py", "h"), ("pkg/values.py", "g"))
+    monkeypatch.setattr(measured_code, "MOVED_NAMES", {("pkg/values.py", "g"): ("pkg/report.py",)})
+    was = measured_code.digest(then, before)
+    assert measured_code.digest(today, after) == measured_code.digest(today, before) == was
+    assert measured_code.digest((("pkg/values.py", "X"),), after) != was
+    gone = _reader({"pkg/report.py": h, "pkg/values.py": "X = 1\n"})  # g bound nowhere
+    assert measured_code.digest(today, gone) != was
+
+
 def test_every_results_file_is_a_studys_or_declared_the_projects(tmp_path):
     results = REPO / "experiments" / "results"
     assert history.unowned(results, EXPERIMENTS) == []

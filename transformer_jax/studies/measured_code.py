@@ -53,6 +53,13 @@ EVALUATION = (("train.steps", "loss_and_metrics"), ("train.steps", "make_eval_st
               ("studies.report", "judged_values"), ("studies.report", "add_measured"))
 TASKS = {"synthetic": ("data.synthetic", "make"), "text": ("data.text", "make")}
 
+# Measured code that moved (issue 67: studies/ in rooms): a file's path today -> the paths it had
+# before, newest first. A name moved alone from one file to another: (path today, name) -> the
+# same. The digest names such code by its first path and reads a commit from before a move
+# there, so moving code moves no fingerprint, and changing it still does (`digest`).
+MOVED: dict[str, tuple[str, ...]] = {}
+MOVED_NAMES: dict[tuple[str, str], tuple[str, ...]] = {}
+
 EXPERIMENT_MODULE = "_tj_"  # how loading.load_module names an experiment file's module
 Ref = tuple[str, str]  # (file relative to ROOT, name bound at its top level)
 
@@ -78,12 +85,27 @@ def refs(study, experiment: Optional[Path] = None) -> tuple[Ref, ...]:
 
 def digest(found: Iterable[Ref], read: Callable[[str], Optional[str]]) -> str:
     """sha256 (16 hex digits) of what each (file, name) is bound to in the source `read` gives
-    ('absent' where the file or the name is not there), docstrings out."""
+    ('absent' where the file or the name is not there), docstrings out. A ref is named by its
+    first path (`MOVED`) and read at the first of its paths that binds it, today's first: so
+    code that moved, unchanged, hashes as it did where it was, and a commit from before the
+    move reads it there."""
     parts = []
-    for path, name in sorted(found):
-        text = read(path)
-        parts.append(f"{path}:{name}={syntax.top_level(text, name) if text else None}")
+    for (path, name), first in sorted(((ref, paths_of(ref)[-1]) for ref in found),
+                                      key=lambda pair: (pair[1], pair[0][1])):
+        bound = next(filter(None, (_bound(read(p), name) for p in paths_of((path, name)))), None)
+        parts.append(f"{first}:{name}={bound}")
     return syntax.sha("\n".join(parts))
+
+
+def _bound(text: Optional[str], name: str) -> Optional[str]:
+    return syntax.top_level(text, name) if text else None
+
+
+def paths_of(ref: Ref) -> tuple[str, ...]:
+    """Where the code `ref` names has lived: today's path, then each earlier one back to its
+    first (`MOVED`, `MOVED_NAMES`)."""
+    path, name = ref
+    return (path, *MOVED_NAMES.get(ref, MOVED.get(path, ())))
 
 
 def read_disk(path: str) -> Optional[str]:
