@@ -5,9 +5,9 @@ is typed twice:
     .venv/bin/python scripts/suites_page.py [--check]
 
 Each page's text goes between `<!-- suites:start -->` and `<!-- suites:end -->`: README.md gets
-the names inside its paragraph (the front door keeps to 200 lines), docs/verdicts.md a table of
-what each holds and its time limit. `--check` writes nothing and fails when a page is not what
-the declaration gives.
+how many there are inside its paragraph (the front door keeps to 200 lines), docs/verdicts.md a
+table of each suite's name, what it holds and its time limit. `--check` writes nothing and fails
+when a page is not what the declaration gives.
 """
 from __future__ import annotations
 
@@ -30,10 +30,11 @@ def limit(suite: Suite) -> str:
 
 
 def readme_sentence() -> str:
-    """The names alone: the front door keeps to 200 lines, and grows no line with each suite;
-    what each holds is docs/verdicts.md's table."""
-    names = ", ".join(f"`{s.name}`" for s in DECLARED)
-    return f"{names} ([what each holds](docs/verdicts.md#running-a-sweep), its time limit)."
+    """How many suites there are, and where they are listed: the front door keeps to 200 lines
+    and grows no line with each suite; their names, what each holds and its time limit are
+    docs/verdicts.md's table (a new suite still changes the count, so README is out of date)."""
+    return (f"one of {len(DECLARED)} ([each suite: what it holds, its time "
+            "limit](docs/verdicts.md#running-a-sweep)).")
 
 
 def verdicts_table() -> str:
