@@ -11,7 +11,8 @@ depth_article_nonorm (residuals without a norm), each with its 2-layer reference
 design moved: the task, width, depth, grid, plateau budget, seeds, thresholds, each arm's
 registered outcome and each expectation's kind are cbd11a8's, below. What changes with the split:
 each part decides its plateau alone, and Holm's family is the part's. depth_article's results had
-been seen when the split was written; nothing here was chosen from them.
+been seen when the split was written; nothing here was chosen from them. Its results stay in git
+at 601ee13, the last commit that holds them (first committed at 12609c6).
 
 What follows is depth_article's registration as the file held it at the split ("this study" is
 depth_article), but for the line after the arms' table and the sizing at the end, which say where
@@ -51,7 +52,7 @@ the none_res arms depth_article_nonorm.py's, each part with its architecture's 2
 reference.
 Left out, for the suite's 30 minutes: Post-LN under today's initialization (the depth study ran
 it at 96 layers, width 16, with warm-up, at 1e-3 and 3e-3: at chance), ReZero, and stacks
-without residuals (experiments/depth_remedies_bare.py asks about them at 24 layers).
+without residuals (experiments/depth_remedies_noresidual.py asks about them at 24 layers).
 
 The rival prediction, written before the run, is registered as the expectation: residuals
 without a norm under the depth-scaled initialization leave chance and end within 0.05 of their

@@ -7,13 +7,17 @@ two suites (a8938ef): depth_remedies_ln (Pre-LN and Post-LN) and depth_remedies_
 residual). depth_remedies_ln's suite then took 32 min 31 s, cold (its results, with that time, are
 in c85b80c), still over, on the AVX2 EPYC, a slower CPU than the AVX-512 one that measured
 depth_remedies' 37 minutes. Its stages also wait on each other (the grid grown at an edge, then
-every candidate extended to the next plateau stage), so two workers stay busy only while a stage has
-two tasks left. So it is split again, by architecture: depth_remedies_pre (Pre-LN with residuals)
-and depth_remedies_post (Post-LN with residuals). Nothing of the design moved in either split: the
-task, width, depth, grid, plateau budget, seeds, thresholds, each arm's registered outcome and each
-expectation's kind are cbd11a8's, below. What changes with a split: each part decides its plateau
-alone, and Holm's family is the part's. depth_remedies's and depth_remedies_ln's results had been
-seen when the splits were written; nothing here was chosen from them.
+every candidate extended to the next plateau stage), so two workers stay busy only while a stage
+has two tasks left. So it is split again, by architecture: depth_remedies_pre (Pre-LN with
+residuals) and depth_remedies_post (Post-LN with residuals). Nothing of the design moved in either
+split: the task, width, depth, grid, plateau budget, seeds, thresholds, each arm's registered
+outcome and each expectation's kind are cbd11a8's, below. What changes with a split: each part
+decides its plateau alone, and Holm's family is the part's. depth_remedies's and
+depth_remedies_ln's results had been seen when the splits were written; nothing here was chosen
+from them. depth_remedies_bare took 31 min 12 s on the AVX2 EPYC (47c7bdb), over its 30 minutes
+too, so it was split the same way (3eb8e9b): depth_remedies_nonorm (residuals without a norm) and
+depth_remedies_noresidual (Pre-LN without residuals). The retired parts' results stay in git:
+depth_remedies_ln's at c85b80c, depth_remedies_bare's at 47c7bdb.
 
 What follows is cbd11a8's registration as written ("this study" is depth_remedies), but for the
 line after the arms' table and the sizing at the end, which say where each arm went.
@@ -57,8 +61,8 @@ apply to it, at 24 layers, with the outcome registered for it:
 Post-LN and no-norm stacks without residuals, and ReZero on Pre-LN and Post-LN, are left out:
 with them the suite does not fit in 30 minutes (each arm is three rates × three seeds).
 The pre_res arms are experiments/depth_remedies_pre.py's, the post_res arms
-depth_remedies_post.py's, the none_res and pre_nores arms depth_remedies_bare.py's, each part
-with the 2-layer references of its architectures.
+depth_remedies_post.py's, the none_res arms depth_remedies_nonorm.py's and the pre_nores arms
+depth_remedies_noresidual.py's, each part with the 2-layer reference of its architecture.
 
 The rival prediction, written before the run: "initialization, not the norm, explains the
 no-norm collapse": with a depth-scaled or zero-gated branch, residuals without a norm train at 24

@@ -8,10 +8,8 @@
 #     depth            deep stacks, to the plateau, up to 96 layers
 #     depth_remedies_pre  24 layers, Pre-LN, each remedy, tuned
 #     depth_remedies_post  24 layers, Post-LN, each remedy, tuned
-#     depth_remedies_bare  24 layers, no norm or no residual, each remedy, tuned
 #     depth_remedies_nonorm  24 layers, residuals without a norm, each remedy, tuned
 #     depth_remedies_noresidual  24 layers, Pre-LN without residuals, each remedy, tuned
-#     depth_article    96 layers, each remedy, tuned
 #     depth_article_pre  96 layers, Pre-LN, tuned
 #     depth_article_post  96 layers, Post-LN under DeepNet's init, tuned
 #     depth_article_nonorm  96 layers, residuals without a norm, each init, tuned

@@ -23,8 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 PARTS = ("depth_remedies_pre", "depth_remedies_post", "depth_remedies_nonorm",
          "depth_remedies_noresidual")  # depth_remedies, split
 ARTICLE_PARTS = ("depth_article_pre", "depth_article_post", "depth_article_nonorm")
-STUDIES = (*PARTS, *ARTICLE_PARTS, "depth_remedies_bare", "depth_article")  # the last two: retired
-# once their parts' results are in
+STUDIES = (*PARTS, *ARTICLE_PARTS)
 REGISTERED = "cbd11a8"  # the commit that registered depth_remedies, before any run
 T = Thresholds(leaves_chance=0.25, near_reference=0.05, blown_loss=10.0, vanished_ratio=0.1,
                exploded_rms=100.0)

@@ -13,11 +13,10 @@ from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = sorted(p.stem for p in (REPO / "experiments").glob("[!_]*.py"))
-FLATTENED = {"depth", "depth_article", "norm_placement", "residual_flow", "softmax_plateau",
+FLATTENED = {"depth", "norm_placement", "residual_flow", "softmax_plateau",
              "residuals",  # import FLAT_ACCURACY
              # through experiments/_depth_remedies.py, a shared file they load
-             "depth_remedies_pre", "depth_remedies_post", "depth_remedies_bare",
-             "depth_remedies_nonorm", "depth_remedies_noresidual",
+             "depth_remedies_pre", "depth_remedies_post", "depth_remedies_nonorm", "depth_remedies_noresidual",
              # through experiments/_depth_article.py
              "depth_article_pre", "depth_article_post", "depth_article_nonorm"}
 
