@@ -4,13 +4,17 @@ an API page fails), and every Python and shell snippet runs as pasted, except th
 long-running.
 
 Snippets are found by pytest-codeblocks' parser (`extract_from_file`), so they are marked its
-way: `<!--pytest.mark.skip(reason="...")-->` on the line before a block. Its plugin itself is not
+way: `<!--pytest.mark.skip(reason="...")-->` on the line before a block, and
+`<!--pytest-codeblocks:expected-output-->` before the block that shows what a Python snippet
+prints (its numbers compared to `OUTPUT_TOLERANCE`, `same_output`). Its plugin itself is not
 used: it collects only Markdown files named on the command line with `--codeblocks`, which the
 suite's `pytest tests/` never does, and runs shell blocks in pytest's directory instead of a
 fresh checkout's.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import importlib.util
 import os
@@ -30,6 +34,11 @@ DOCS = ROOT / "docs"
 PAGES = [README, *sorted(DOCS.rglob("*.md"))]
 RUNNABLE = ("python", "bash", "sh")
 SNIPPET_TIMEOUT_S = 120
+# A page shows numbers to two decimals; XLA:CPU rounds differently on AVX2 and AVX-512 (one
+# instruction set's float sums are not another's), and a snippet that trains for a few hundred
+# steps carries that into the second decimal. The words and the layout must match exactly.
+OUTPUT_TOLERANCE = 0.05
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def section(text: str, heading: str) -> str:
@@ -256,12 +265,48 @@ def checkout(tmp_path: Path) -> Path:
     return where
 
 
+def same_output(printed: str, shown: str, tolerance: float = OUTPUT_TOLERANCE) -> bool:
+    """Whether `printed` is what the page `shown`: the same words between the numbers, line by
+    line (the spaces between them aside: a right-aligned -0.00 is one column wider than 0.00),
+    and every number within `tolerance` of the page's."""
+    lines = [[" ".join(line.split()) for line in text.strip("\n").splitlines()]
+             for text in (printed, shown)]
+    if len(lines[0]) != len(lines[1]):
+        return False
+    for got, want in zip(*lines):
+        if NUMBER.split(got) != NUMBER.split(want):
+            return False
+        numbers = [[float(n) for n in NUMBER.findall(line)] for line in (got, want)]
+        if any(abs(a - b) > tolerance for a, b in zip(*numbers)):
+            return False
+    return True
+
+
+def test_same_output_takes_rounding_and_nothing_else():
+    shown = "layer 0   0.25  -1.50\ncheck: 1.00 (72 heads)\n"
+    assert same_output("layer 0   0.27  -1.48  \ncheck: 1.00 (72 heads)", shown)
+    assert same_output("layer 0  -0.00  -1.50\ncheck: 1.00 (72 heads)",
+                       "layer 0   0.00  -1.50\ncheck: 1.00 (72 heads)")  # a signed zero
+    assert not same_output("layer 0   0.35  -1.50\ncheck: 1.00 (72 heads)", shown)  # a number
+    assert not same_output("layer 1   0.25  -1.50\ncheck: 1.00 (72 heads)", shown)  # a word's
+    assert not same_output("layer 0   0.25  -1.50\ncheck: 1.00 (72 heads)\nmore", shown)
+    assert not same_output("layer 0   0.25   1.50\ncheck: 1.00 (72 heads)", shown)  # the sign
+
+
 @pytest.mark.parametrize("page,block", list(snippets()))
-def test_snippet_runs_as_pasted(page, block, tmp_path, monkeypatch):
+def test_snippet_runs_as_pasted(page, block, tmp_path, monkeypatch, shakespeare_file):
     where = checkout(tmp_path)
+    monkeypatch.setenv("TJ_SHAKESPEARE", shakespeare_file)  # the real-text studies' variable
     if block.syntax == "python":
         monkeypatch.chdir(where)
-        exec(compile(block.code, f"{page.name}:{block.lineno}", "exec"), {"__name__": "__main__"})
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(block.code, f"{page.name}:{block.lineno}", "exec"),
+                 {"__name__": "__main__"})
+        if block.expected_output is not None:
+            assert same_output(printed.getvalue(), block.expected_output), (
+                f"{page.name}:{block.lineno} printed, where the page shows another output:\n"
+                f"{printed.getvalue()}")
         return
     done = subprocess.run([shutil.which("bash"), "-e", "-c", block.code], cwd=where,
                           capture_output=True, text=True, timeout=SNIPPET_TIMEOUT_S,
