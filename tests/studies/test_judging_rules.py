@@ -4,13 +4,13 @@ the committed studies again fails here."""
 import json
 from pathlib import Path
 
-from transformer_jax.studies import judging_rules
+from transformer_jax.studies import judging_digest, judging_rules
 
 RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"
 
 
 def test_the_judging_code_is_the_code_todays_version_names():
-    digest = judging_rules.code_digest()
+    digest = judging_digest.code_digest()
     assert judging_rules.VERSIONS[judging_rules.VERSION] == digest, (
         f"the judging code changed (digest {digest}): add version {judging_rules.VERSION + 1} "
         f"with it to judging_rules.VERSIONS, then re-judge the committed studies "
@@ -49,8 +49,8 @@ def _digest(monkeypatch, tmp_path, **parts) -> str:
                                  comment="a comment"), **parts})
     path = tmp_path / f"rule_{abs(hash(text))}.py"
     path.write_text(text)
-    monkeypatch.setattr(judging_rules, "judging_code", lambda: [load_module(path).rule])
-    return judging_rules.code_digest()
+    monkeypatch.setattr(judging_digest, "judging_code", lambda: [load_module(path).rule])
+    return judging_digest.code_digest()
 
 
 def test_the_digest_moves_with_a_number_or_an_operator_not_with_words(monkeypatch, tmp_path):

@@ -3,25 +3,19 @@
 Every verdict record says which version judged it (`judging_rules`). The version is tied to a
 digest of the judging code (the statistics, the comparisons, the decision, the words, the
 correction for multiplicity): tests/studies/test_judging_rules.py fails when the code's digest
-is not the one listed for VERSION, so changing how verdicts are computed means adding a
-version; and `stale_records` (in the same test, over the committed results) fails while any
+(`judging_digest.code_digest`) is not the one listed for VERSION, so changing how verdicts are
+computed means adding a version; and `stale_records` (in the same test, over the committed results) fails while any
 committed verdict was judged under another version, so the committed studies must be judged
 again (`python -m transformer_jax.studies.rejudge`) in the change that alters the rules.
 
-The digest reads the code's syntax tree without docstrings, so rewording a docstring or a
-comment leaves it, and a changed number, operator or branch moves it.
+This module is only the table and the check of the records, with no import from the rest of
+studies/: the record (record.py) says which version judged it, and the digest of the judging
+code, which imports record.py among the code it reads, lives above it in judging_digest.py.
 """
 from __future__ import annotations
 
-import ast
-import hashlib
-import inspect
 import json
-import textwrap
 from pathlib import Path
-from typing import Any
-
-from transformer_jax.studies import syntax
 
 # version -> the digest of the judging code it names. Append only: a new rule is a new version.
 VERSIONS = {
@@ -39,30 +33,6 @@ VERSIONS = {
     5: "c634d7dba28914ba",
 }
 VERSION = max(VERSIONS)
-
-
-def judging_code() -> list[Any]:
-    """The modules and classes whose code decides a verdict, and what it counts."""
-    from transformer_jax.studies import multiplicity, record, report, stats, study, tuning
-    return [stats, multiplicity, tuning, study.NO_EFFECT, study.Comparison, study.Measure,
-            study.Judgement, study.Expectation, study._rate_beyond_seeds,
-            study.Study.refuse_unjudgeable, study.Study._worst_below_chance, study.Kind,
-            study.REFUSED_ON_LOST, record.counts, record.judged, record._kind_counts,
-            report.judge_expectations, report.stopped_steps]
-
-
-def code_digest() -> str:
-    """sha256 (16 hex digits) of the judging code's syntax trees, docstrings left out."""
-    trees = [_tree(o) for o in judging_code()]
-    return hashlib.sha256(json.dumps(trees).encode()).hexdigest()[:16]
-
-
-def _tree(code: Any) -> str:
-    """A module, class or function as its syntax tree; a table (a dict) as its items."""
-    if isinstance(code, dict):
-        return json.dumps({str(k): v for k, v in code.items()}, sort_keys=True)
-    tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
-    return ast.dump(syntax.without_docstrings(tree))
 
 
 def stale_records(results_dir: Path) -> list[str]:
