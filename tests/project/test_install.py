@@ -77,6 +77,22 @@ def test_version_has_one_source():
     assert metadata.version("transformer_jax") == transformer_jax.__version__
 
 
+def test_the_venv_reinstalls_when_a_file_setup_py_reads_changes():
+    """scripts/_venv.sh re-installs when the digest of its inputs changes. setup.py writes the
+    version it reads from _version.py into .venv's metadata, so that file is an input: without
+    it, a new version leaves every existing .venv's metadata behind (and the test above fails)."""
+    text = (ROOT / "scripts" / "_venv.sh").read_text()
+    hashed = text[text.index('WANT="'):].split("sha256sum")[0]
+    read_by_setup = re.findall(r'Path\(__file__\)\.parent((?: / "[^"]+")+)',
+                               (ROOT / "setup.py").read_text())
+    assert read_by_setup, "setup.py reads no file: this test no longer reads it right"
+    for parts in read_by_setup:
+        path = "/".join(re.findall(r'"([^"]+)"', parts))
+        assert f'"$ROOT/{path}"' in hashed, f"scripts/_venv.sh's digest leaves out {path}"
+    for path in ("setup.py", "constraints.txt"):
+        assert f'"$ROOT/{path}"' in hashed, path
+
+
 def test_ranges_admit_newer_jax():
     reqs = requirements()
     for name in ("jax", "jaxlib"):

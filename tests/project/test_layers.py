@@ -42,11 +42,11 @@ def test_an_import_against_the_layers_breaks_the_contract(tmp_path):
 
 
 def test_importing_an_old_path_inside_the_package_breaks_the_contract(tmp_path):
-    """The old paths (transformer_jax.study, ...) are for users, who are warned; the package itself
-    imports only the new ones."""
+    """The old paths (transformer_jax.train.hugepages, ...) are for users, who are warned; the
+    package itself imports only the new ones."""
     report = lint_with_added_import(tmp_path, "studies/export.py",
-                                    "from transformer_jax import study")
-    assert "transformer_jax.studies.export -> transformer_jax.study" in report
+                                    "from transformer_jax.train import hugepages")
+    assert "transformer_jax.studies.export -> transformer_jax.train.hugepages" in report
 
 
 def test_the_training_layers_public_names_are_its_packages():

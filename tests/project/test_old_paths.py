@@ -1,19 +1,24 @@
 """The module paths that moved still work for one release, and warn once per process, naming the
-new path, at the user's line (transformer_jax._moved); the package root's names do not warn."""
+new path, at the user's line (transformer_jax._moved); the release after, they are gone and the
+changelog says where each went; the package root's names do not warn."""
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-MOVED = {"transformer_jax.study": ("transformer_jax.studies.study", "Study"),
-         "transformer_jax.probes": ("transformer_jax.studies.analysis.probes", "score_scale"),
-         "transformer_jax.attention": ("transformer_jax.model.attention", "MultiHeadAttention"),
-         "transformer_jax.positions": ("transformer_jax.model.positions", "apply_rotary"),
-         "transformer_jax.norms": ("transformer_jax.model.norms", "DynamicTanh"),
-         "transformer_jax.blocks": ("transformer_jax.model.blocks", "Block"),
-         "transformer_jax.defaults": ("transformer_jax.train.defaults", "base_config"),
-         "transformer_jax.train.hugepages": ("transformer_jax.runtime.hugepages",
+CHANGELOG = REPO / "docs" / "changelog.md"
+# Removed in 0.2.0, after warning for a release: old path -> where it went.
+REMOVED = {"transformer_jax.study": "transformer_jax.studies.study",
+           "transformer_jax.probes": "transformer_jax.studies.analysis.probes",
+           "transformer_jax.attention": "transformer_jax.model.attention",
+           "transformer_jax.positions": "transformer_jax.model.positions",
+           "transformer_jax.norms": "transformer_jax.model.norms",
+           "transformer_jax.blocks": "transformer_jax.model.blocks",
+           "transformer_jax.defaults": "transformer_jax.train.defaults"}
+# Deprecated, still working: old path -> (new path, a name to import through it).
+MOVED = {"transformer_jax.train.hugepages": ("transformer_jax.runtime.hugepages",
                                              "reexec_if_useful"),
          "transformer_jax.train.compile_memory": ("transformer_jax.runtime.compile_memory",
                                                   "give_back")}
@@ -51,6 +56,17 @@ def test_each_old_path_works_and_warns_once_naming_the_new_one(tmp_path):
         assert category == "DeprecationWarning" and f"import {new} instead" in message, message
         assert message.startswith(f"{old} is deprecated"), message
         assert filename == "<string>", filename  # the user's line (exec's), not the shim's
+
+
+def test_the_removed_paths_are_gone_and_the_changelog_says_where_each_went():
+    rows = [line for line in CHANGELOG.read_text().splitlines() if line.startswith("| `")]
+    for old, new in REMOVED.items():
+        assert importlib.util.find_spec(old) is None, f"{old} is still importable"
+        assert importlib.util.find_spec(new) is not None, new
+        assert f"| `{old}` | `{new}` |" in rows, f"docs/changelog.md does not say {old} -> {new}"
+    for old, (new, _) in MOVED.items():  # the ones still warning are listed as such
+        assert importlib.util.find_spec(old) is not None, old
+        assert f"| `{old}` | `{new}` |" in rows, f"docs/changelog.md does not list {old}"
 
 
 def test_the_package_roots_names_do_not_warn():
