@@ -5,18 +5,14 @@ import importlib.util
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
+
+import transformer_jax
+from transformer_jax._moved import REMOVED, removed_paths_readable
 
 REPO = Path(__file__).resolve().parents[2]
 CHANGELOG = REPO / "docs" / "changelog.md"
-# Removed in 0.2.0, after warning for a release: old path -> where it went.
-REMOVED = {"transformer_jax.study": "transformer_jax.studies.study",
-           "transformer_jax.probes": "transformer_jax.studies.analysis.probes",
-           "transformer_jax.attention": "transformer_jax.model.attention",
-           "transformer_jax.positions": "transformer_jax.model.positions",
-           "transformer_jax.norms": "transformer_jax.model.norms",
-           "transformer_jax.blocks": "transformer_jax.model.blocks",
-           "transformer_jax.defaults": "transformer_jax.train.defaults"}
 # Deprecated, still working: old path -> (new path, a name to import through it).
 MOVED = {"transformer_jax.train.hugepages": ("transformer_jax.runtime.hugepages",
                                              "reexec_if_useful"),
@@ -67,6 +63,28 @@ def test_the_removed_paths_are_gone_and_the_changelog_says_where_each_went():
     for old, (new, _) in MOVED.items():  # the ones still warning are listed as such
         assert importlib.util.find_spec(old) is not None, old
         assert f"| `{old}` | `{new}` |" in rows, f"docs/changelog.md does not list {old}"
+
+
+def test_an_old_commits_file_reads_a_removed_path_only_while_history_asks():
+    """studies/history.py loads old experiment files, which import removed paths: inside
+    removed_paths_readable they import silently, as the new module's very objects; after it,
+    they are gone again (not in sys.modules, not an attribute of the package)."""
+    assert len(REMOVED) == 7
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with removed_paths_readable():
+            from transformer_jax.study import Study  # noqa: F401 (an old experiment file's line)
+            import transformer_jax.blocks as old_blocks
+            star = {}
+            exec("from transformer_jax.defaults import *", star)  # an old file's star import
+    from transformer_jax.model import blocks
+    from transformer_jax.studies import study
+    from transformer_jax.train import defaults
+    assert Study is study.Study and old_blocks.Block is blocks.Block
+    assert star["base_config"] is defaults.base_config
+    for old in REMOVED:
+        assert old not in sys.modules and importlib.util.find_spec(old) is None, old
+    assert not hasattr(transformer_jax, "study") and not hasattr(transformer_jax, "blocks")
 
 
 def test_the_package_roots_names_do_not_warn():

@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
+from transformer_jax._moved import removed_paths_readable
 from transformer_jax.studies import loading, measured_code, provenance, syntax
 from transformer_jax.studies import study as study_lib
 
@@ -229,7 +230,8 @@ class Repository:
                 (root / path).parent.mkdir(parents=True, exist_ok=True)
                 (root / path).write_text(self._blob(blob))
             try:
-                with warnings.catch_warnings():  # an old import path warns; the verdict is the same
+                # an old file imports old paths: a deprecated one warns, a removed one is read
+                with warnings.catch_warnings(), removed_paths_readable():
                     warnings.simplefilter("ignore")
                     study = loading.load_study(root / "experiments" / f"{name}.py", size,
                                                judgeable=False)
