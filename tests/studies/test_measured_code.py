@@ -18,7 +18,9 @@ FLATTENED = {"depth", "norm_placement", "residual_flow", "softmax_plateau",
              # through experiments/_depth_remedies.py, a shared file they load
              "depth_remedies_pre", "depth_remedies_post", "depth_remedies_nonorm", "depth_remedies_noresidual",
              # through experiments/_depth_article.py
-             "depth_article_pre", "depth_article_post", "depth_article_nonorm"}
+             "depth_article_pre", "depth_article_post", "depth_article_nonorm",
+             # through experiments/_softmax_plateau.py
+             "softmax_plateau_narrow", "softmax_plateau_wide"}
 
 
 def _synthetic() -> set[str]:

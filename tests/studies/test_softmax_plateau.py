@@ -2,6 +2,7 @@
 own best learning rate, with d_k moved alone (d_model fixed)."""
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,55 @@ def test_the_registered_expectations_judge_each_d_k(size):
         assert list(kinds.values()).count(Kind.CHECK) == 1  # the scaled arm learns the task
     late = [e for e in study.expectations if e.measure is Measure.LATE_GAIN]
     assert sorted(e.a for e in late) == sorted(study.tuned)
+
+
+# ---- the split (issue 64): softmax_plateau as registered, in two suites that fit their time ----
+
+REGISTERED = "ede4c31"  # the commit that registered softmax_plateau, before any run
+PARTS = ("softmax_plateau_narrow", "softmax_plateau_wide")
+
+
+@pytest.fixture(scope="module")
+def registered(tmp_path_factory) -> Path:
+    """experiments/softmax_plateau.py as ede4c31 registered it, beside today's configs."""
+    root = tmp_path_factory.mktemp("registered")
+    (root / "experiments").mkdir()
+    (root / "configs").symlink_to(REPO / "configs")
+    text = subprocess.run(["git", "show", f"{REGISTERED}:experiments/softmax_plateau.py"],
+                          cwd=REPO, check=True, capture_output=True, text=True).stdout
+    path = root / "experiments" / "softmax_plateau.py"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
+@pytest.mark.parametrize("size", ["tiny", "default", "large"])
+def test_the_parts_are_the_registered_study_split_by_d_k_with_nothing_moved(registered, size):
+    """Every variant, tuned arm and expectation of softmax_plateau as registered in exactly one
+    part, the part of its d_k; the same base config, budget, grid, seeds and metrics."""
+    was = study_lib.load_study(registered, size)
+    parts = [study_lib.load_study(REPO / "experiments" / f"{n}.py", size) for n in PARTS]
+    d_ks = load_module(registered).SIZES[size]["d_ks"]
+    for part, d_k in zip(parts, d_ks):
+        assert part.name == part.suite and part.suite in PARTS
+        assert all(arm.endswith(f"_d{d_k}") for arm in part.tuned)  # one d_k per part
+        assert (part.base.to_dict(), part.seeds, part.metrics, part.plateau, part.extend_grid,
+                part.published) == (was.base.to_dict(), was.seeds, was.metrics, was.plateau,
+                                    was.extend_grid, was.published)
+    assert [v for p in parts for v in p.variants] == list(was.variants)  # each in one part
+    assert {k: v for p in parts for k, v in p.variants.items()} == was.variants
+    assert {k: v for p in parts for k, v in p.tuned.items()} == was.tuned
+    registered_expectations = {e.text: e for e in was.expectations}
+    split = [e for p in parts for e in p.expectations]
+    assert len(split) == len(registered_expectations)  # none in two parts, none lost
+    assert all(registered_expectations[e.text] == e for e in split)
+
+
+@pytest.mark.slow  # its fixture runs git
+def test_a_planted_move_in_a_part_is_seen(registered):
+    """The comparison above notices a threshold moved in a part (a planted HARM of 0.04)."""
+    shared = load_module(REPO / "experiments" / "_softmax_plateau.py")
+    was = {e.text: e for e in study_lib.load_study(registered, "default").expectations}
+    shared.HARM = 0.04
+    moved = shared.build_part("softmax_plateau_narrow", "c", "default", "narrow").expectations
+    assert any(e.text not in was or was[e.text] != e for e in moved)

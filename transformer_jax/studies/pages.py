@@ -377,11 +377,14 @@ def results_entries(results_dir: Path, experiments_dir: Optional[Path] = None) -
 
 def headline_table(results_dir: Path, link_base: Optional[Path] = None,
                    experiments_dir: Optional[Path] = None) -> str:
-    """One line per claim (study, claim, verdict), each study linked to its page (one not run
-    yet: to its experiment file) relative to `link_base` (the README's directory), else as the
-    results directory is given."""
+    """One line per claim with results (study, claim, verdict), each study linked to its page
+    relative to `link_base` (the README's directory), else as the results directory is given.
+    A study not run yet is left out: the front door shows results (and keeps to 200 lines while
+    a split study's parts are registered); the results index lists it."""
     lines = ["| study | claim | verdict |", "|---|---|---|"]
     for entry in results_entries(results_dir, experiments_dir):
+        if not entry.ran:
+            continue
         link, verdict, _ = _row(entry, link_base)
         lines.append(f"| [{entry.files.name}]({link}) | {_cell(entry.claim)} | {verdict} |")
     return "\n".join(lines) + "\n"
