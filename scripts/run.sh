@@ -17,7 +17,8 @@
 #     softmax_plateau_narrow  ÷√d_k at the plateau, d_k 64, each arm tuned
 #     softmax_plateau_wide  ÷√d_k at the plateau, d_k 256, each arm tuned
 #     lm_head_dim      ÷√d_k, d_k alone at one head, real text
-#     components       BatchNorm, heads, induction, softmax gradient, residual-stream range
+#     components       BatchNorm, heads, softmax gradient, residual-stream range
+#     induction        induction heads: one layer against two that compose
 #     mechanisms       causal mask, residual gradients, BatchNorm on text
 #     precision        bfloat16 products in a character LM
 #     circuits         a larger character LM's heads, by knock-out
