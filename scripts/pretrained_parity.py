@@ -23,7 +23,7 @@ OUT = REPO / "experiments" / "results" / "pretrained_parity.json"
 
 
 def cpu_name() -> str:
-    from transformer_jax.studies.provenance import parse_cpuinfo, read_cpuinfo
+    from transformer_jax.runtime.machine import parse_cpuinfo, read_cpuinfo
     return parse_cpuinfo(read_cpuinfo())[0] or platform.machine()
 
 

@@ -2,9 +2,9 @@
 benchmarks write: a ratio from a 2-core AMD EPYC with AVX2 is not one from an Intel Xeon with
 AVX-512 and AMX, because XLA:CPU and PyTorch pick different kernels on each.
 
-The CPU's model name comes from the studies' provenance code (`provenance.parse_cpuinfo`);
+The CPU's model name comes from the package's own reader (`runtime.machine.parse_cpuinfo`);
 the flags are every vector and matrix extension the CPU lists (avx2, avx512f and each AVX-512
-subset, amx_*), more than provenance's fixed CPU_FLAGS, because which AVX-512 subsets a CPU
+subset, amx_*), more than runtime.machine's fixed CPU_FLAGS, because which AVX-512 subsets a CPU
 has (bf16, fp16, vnni) is what differs between the Intel CPUs these runs land on.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Optional
 
-from transformer_jax.studies import provenance
+from transformer_jax.runtime import machine as cpu_info
 
 # avx2, avx512f, avx512bw, avx512_bf16, avx512_fp16, amx_tile, amx_bf16, ...
 VECTOR_FLAG = re.compile(r"^(avx2|avx512.*|amx_.*)$")
@@ -38,7 +38,7 @@ def vector_flags(cpuinfo: str) -> list[str]:
 def describe(cpuinfo: str, cpus: Optional[int], versions: dict[str, Optional[str]],
              date: str) -> dict[str, Any]:
     """The machine record, from what was read off the machine (pure: `record` reads)."""
-    model, _ = provenance.parse_cpuinfo(cpuinfo)
+    model, _ = cpu_info.parse_cpuinfo(cpuinfo)
     return {"cpu": model, "cpus": cpus, "cpu_flags": vector_flags(cpuinfo),
             "system": f"{platform.system()} {platform.machine()}", **versions, "date": date}
 
@@ -46,7 +46,7 @@ def describe(cpuinfo: str, cpus: Optional[int], versions: dict[str, Optional[str
 def record(now: Optional[datetime.datetime] = None) -> dict[str, Any]:
     """This machine's record: CPU model, logical CPUs, vector flags, package versions, date."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    return describe(provenance.read_cpuinfo(), os.cpu_count(),
+    return describe(cpu_info.read_cpuinfo(), os.cpu_count(),
                     {name: _version(name) for name in PACKAGES}, now.isoformat(timespec="seconds"))
 
 

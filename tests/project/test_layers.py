@@ -49,6 +49,15 @@ def test_importing_an_old_path_inside_the_package_breaks_the_contract(tmp_path):
     assert "transformer_jax.studies.export -> transformer_jax.train.hugepages" in report
 
 
+def test_an_analysis_importing_what_publishes_breaks_the_contract(tmp_path):
+    """The analyses measure (issue 67, item 6): one that imports the report, as
+    analysis/depth.py did for final_value, or provenance, as step_profile.py did for the CPU's
+    name, is reported; what they read lives below both (run_values, runtime.machine)."""
+    report = lint_with_added_import(tmp_path, "studies/analysis/depth.py",
+                                    "from transformer_jax.studies import report")
+    assert "transformer_jax.studies.analysis.depth -> transformer_jax.studies.report" in report
+
+
 def test_the_training_layers_public_names_are_its_packages():
     """`transformer_jax.train` states the training layer's public names; `loop.__all__` lists
     only what loop.py defines (not a second, older list of the layer's names)."""

@@ -7,6 +7,7 @@ benchmarks), not training alone.
     compile_memory  the compiler's memory given back after each compile; malloc's thresholds for
                     runs whose buffers are allocated anew at each call
     compile_cache   JAX's persistent compilation cache (`enable_compilation_cache`)
+    machine         which CPU this is (/proc/cpuinfo): what provenance and profiles name
 
 Nothing here imports JAX, or anything of the package, when it is imported: an entry point
 restarts itself through `hugepages` before it has loaded anything heavy.

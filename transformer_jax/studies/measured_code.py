@@ -58,7 +58,11 @@ TASKS = {"synthetic": ("data.synthetic", "make"), "text": ("data.text", "make")}
 # same. The digest names such code by its first path and reads a commit from before a move
 # there, so moving code moves no fingerprint, and changing it still does (`digest`).
 MOVED: dict[str, tuple[str, ...]] = {}
-MOVED_NAMES: dict[tuple[str, str], tuple[str, ...]] = {}
+MOVED_NAMES: dict[tuple[str, str], tuple[str, ...]] = {
+    # below the analyses, which read them (analysis/depth.py had imported the report for one)
+    **{("transformer_jax/studies/run_values.py", name): ("transformer_jax/studies/report.py",)
+       for name in ("final_value", "value_at", "late_gain")},
+}
 
 EXPERIMENT_MODULE = "_tj_"  # how loading.load_module names an experiment file's module
 Ref = tuple[str, str]  # (file relative to ROOT, name bound at its top level)

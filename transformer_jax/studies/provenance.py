@@ -17,29 +17,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+# Which CPU this is lives below every layer (runtime/machine.py); named here too, as before.
+from transformer_jax.runtime.machine import (  # noqa: F401
+    CPU_FLAGS, UNKNOWN, parse_cpuinfo, read_cpuinfo)
 from transformer_jax.train import workdir as workdir_lib
 
 FILE = "provenance.json"
 SCHEMA = 1
-UNKNOWN = "unknown"
-# The CPU features that decide which XLA kernels run (vector width, bf16 and matrix units).
-CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile")
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout holding transformer_jax/
-
-
-def parse_cpuinfo(text: str) -> tuple[str, tuple[str, ...]]:
-    """(model name, the CPU_FLAGS it has, in CPU_FLAGS order) of the first processor listed in
-    /proc/cpuinfo's text; (UNKNOWN, ()) where it names none (e.g. an ARM board's)."""
-    model, flags = UNKNOWN, ()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and model == UNKNOWN:
-            model = " ".join(value.split())
-        elif key == "flags" and not flags:
-            present = set(value.split())
-            flags = tuple(f for f in CPU_FLAGS if f in present)
-    return model, flags
 
 
 def describe(*, study: str, suite: str, size: str, seeds: tuple[int, ...], runs: int,
@@ -101,13 +86,6 @@ def machine_cell(machine: Optional[Mapping[str, Any]]) -> str:
     flags = set(machine.get("cpu_flags") or ())
     widest = next((words for flag, words in WIDEST if flag in flags), None)
     return ", ".join([machine["cpu"], f"{machine['cpus']} CPUs", *([widest] if widest else [])])
-
-
-def read_cpuinfo(path: Path = Path("/proc/cpuinfo")) -> str:
-    try:
-        return path.read_text()
-    except OSError:  # not Linux
-        return f"model name: {platform.processor() or UNKNOWN}\n"
 
 
 def stack_versions() -> dict[str, Optional[str]]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import math
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -23,6 +22,8 @@ from transformer_jax.studies import record as record_lib
 from transformer_jax.studies import verdict_text
 from transformer_jax.studies.checks import Section, as_section
 from transformer_jax.studies.plots import plot_curves
+# Named here too (report.final_value, ...), as before they moved below the analyses.
+from transformer_jax.studies.run_values import final_value, late_gain, value_at  # noqa: F401
 from transformer_jax.studies.study import Expectation, Judgement, Measure, Study
 from transformer_jax.train.summaries import read_scalars
 
@@ -37,14 +38,6 @@ def collect(study: Study, root: Path) -> dict[tuple[str, int], dict[str, Any]]:
         runs[(variant, seed)] = {"status": workdir_lib.read_status(run_dir) or {},
                                  "curves": read_scalars(str(run_dir))}
     return runs
-
-
-def final_value(run: dict[str, Any], metric: str) -> float:
-    """The metric's last value; nan for a diverged run (its last numbers are not a result)."""
-    if run["status"].get("state") == "diverged":
-        return math.nan
-    curve = run["curves"].get(metric)
-    return curve[-1][1] if curve else math.nan
 
 
 def write_report(study: Study, root: Path, runs: Optional[dict] = None,
@@ -167,24 +160,6 @@ def stopped_steps(study: Study, stops: Mapping[tuple[str, int], int]
             if all(seed in found.get(c, {}) for c in candidates):
                 found.setdefault(arm, {})[seed] = max(found[c][seed] for c in candidates)
     return found
-
-
-def value_at(run: dict[str, Any], metric: str, step: int) -> float:
-    """The metric at the first logged step at or after `step` (nan: none). A run that diverged
-    later still measured it then, so it counts."""
-    return next((value for at, value in run["curves"].get(metric, ()) if at >= step), math.nan)
-
-
-def late_gain(run: dict[str, Any], metric: str, higher_is_better: bool) -> float:
-    """How much the metric improved over the run's last convergence.FLAT_WINDOW of steps
-    (> 0: still improving, in the metric's better direction); nan for a diverged run or a curve
-    with no evaluation that early."""
-    if run["status"].get("state") == "diverged":
-        return math.nan
-    change = convergence.window_change(run["curves"].get(metric, []))
-    if change is None:
-        return math.nan
-    return change.change if higher_is_better else -change.change
 
 
 def final_values(study: Study, runs, metric: str,

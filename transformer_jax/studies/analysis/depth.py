@@ -24,7 +24,7 @@ from transformer_jax.studies.analysis import probes
 from transformer_jax.studies.markdown import markdown_table
 from transformer_jax.studies import bounds, plots
 from transformer_jax.studies.plots import plot_lines
-from transformer_jax.studies import report
+from transformer_jax.studies import run_values
 from transformer_jax.studies import study
 from transformer_jax.config import Norm
 
@@ -49,7 +49,7 @@ def by_depth(runs: Mapping[tuple[str, int], dict]) -> dict[str, dict[int, dict[i
         if found is None:
             raise ValueError(f"variant {variant!r} is not named <architecture>_L<depth>")
         out.setdefault(found["architecture"], {}).setdefault(int(found["depth"]), {})[seed] = \
-            report.final_value(run, METRIC)
+            run_values.final_value(run, METRIC)
     return out
 
 

@@ -26,7 +26,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from transformer_jax.studies import provenance
+from transformer_jax.runtime import machine
 from transformer_jax.studies.analysis.restore import finished_run_dirs
 from transformer_jax.studies.markdown import markdown_table
 from transformer_jax.train import op_profile, steps
@@ -81,7 +81,7 @@ def interleaved_wall_ms(calls: dict[str, Callable], rounds: int, steps: int) -> 
 def profile_variants(root: Path, runs: dict, variants: Sequence[str]) -> dict[str, Any]:
     """The profile of each of `variants` that has a finished run, and the machine, as data."""
     dirs = finished_run_dirs(root, runs)
-    out: dict[str, Any] = {"cpu": provenance.parse_cpuinfo(provenance.read_cpuinfo())[0],
+    out: dict[str, Any] = {"cpu": machine.parse_cpuinfo(machine.read_cpuinfo())[0],
                            "cpus": os.cpu_count(), "steps": STEPS, "rounds": ROUNDS,
                            "variants": {}}
     built = {v: variant_programs(dirs[v]) for v in variants if v in dirs}
