@@ -302,6 +302,9 @@ def get_study(size: str) -> Study:
             "per architecture, the chance level, no line across a depth not run); "
             "accuracy_by_depth takes the chance level, width and learning rate for it; its "
             "table, csv and every judged value unchanged (judged again: 0 verdicts changed)",
+            "3f52521 (issue 67, item 6): the depth analysis reads final_value from "
+            "studies/run_values.py, not the report: the same values, but the line that reads them "
+            "is measured code, so the fingerprint moved; re-run from the code beside it",
         ),
         probes=functools.partial(depth_eval.write_probes, depth=deep),
         suite="depth",

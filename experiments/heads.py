@@ -115,6 +115,9 @@ def get_study(size: str) -> Study:
             "design of this study changed",
             "c3185cb: kinds declared after the results (issue 63): each check and post hoc says "
             "why beside it; no threshold, variant or seed moved",
+            "3f52521 (issue 67, item 6): the step profile reads the CPU's name from "
+            "runtime/machine.py, not provenance: the same values, but the line that reads them "
+            "is measured code, so the fingerprint moved; re-run from the code beside it",
         ),
         claim="One attention head is a bottleneck (one notion of relevance at a time); more "
               "heads at the same d_model learn several relations at once at the same cost.",
