@@ -11,7 +11,8 @@ moved: the task, width, grid, plateau budget, seeds, thresholds, expectations an
 ede4c31's, below. What changes with the split: each part decides its plateau alone (its budget
 grows until every arm of the part has flattened, or the cap), and Holm's family is the part's.
 softmax_plateau's results had been seen when the split was written; nothing here was chosen from
-them. They stay in git (first committed at 1c55a66).
+them. They stay in git: first committed at 1c55a66, last held at c7259c1 (softmax_plateau.py and
+its results were retired with its parts' first results).
 
 What follows is softmax_plateau's registration as the file held it at the split ("this study" is
 softmax_plateau), but for the sizing at the end, which says where each arm went.

@@ -13,7 +13,6 @@
 #     depth_article_pre  96 layers, Pre-LN, tuned
 #     depth_article_post  96 layers, Post-LN under DeepNet's init, tuned
 #     depth_article_nonorm  96 layers, residuals without a norm, each init, tuned
-#     softmax_plateau  ÷√d_k at the plateau, each arm tuned
 #     softmax_plateau_narrow  ÷√d_k at the plateau, d_k 64, each arm tuned
 #     softmax_plateau_wide  ÷√d_k at the plateau, d_k 256, each arm tuned
 #     lm_head_dim      ÷√d_k, d_k alone at one head, real text

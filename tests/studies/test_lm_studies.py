@@ -148,7 +148,7 @@ def test_suites_filter_the_studies_of_a_directory(size):
     assert of["circuits"] == ["lm_head_roles"]  # alone: its one 4,000-step run fills 20 minutes
     for alone in ("depth_remedies_pre", "depth_remedies_post", "depth_remedies_nonorm",
                   "depth_remedies_noresidual", "depth_article_pre", "depth_article_post",
-                  "depth_article_nonorm", "softmax_plateau", "softmax_plateau_narrow",
+                  "depth_article_nonorm", "softmax_plateau_narrow",
                   "softmax_plateau_wide", "lm_head_dim", "induction"):
         assert of[alone] == [alone]
     # the main suite first, then each suite's studies together (suites by name)

@@ -1,5 +1,7 @@
-"""experiments/softmax_plateau.py (issue 64, item 5): ÷√d_k judged at the plateau, each arm at its
-own best learning rate, with d_k moved alone (d_model fixed)."""
+"""experiments/softmax_plateau_narrow.py and softmax_plateau_wide.py (issue 64, item 5): ÷√d_k
+judged at the plateau, each arm at its own best learning rate, with d_k moved alone (d_model
+fixed); softmax_plateau.py as registered at ede4c31, split by d_k for its suite's time
+(experiments/_softmax_plateau.py holds what the parts share)."""
 from __future__ import annotations
 
 import subprocess
@@ -13,20 +15,23 @@ from transformer_jax.studies.study import Comparison, Kind, Measure
 from transformer_jax.train import check_config
 
 REPO = Path(__file__).resolve().parents[2]
-PATH = REPO / "experiments" / "softmax_plateau.py"
+SHARED = REPO / "experiments" / "_softmax_plateau.py"
+PARTS = ("softmax_plateau_narrow", "softmax_plateau_wide")  # the narrow d_k, the wide
 ARM_FIELDS = {"model.head_dim", "model.attn_scale", "model.qk_init_scale",
               "train.learning_rate"}
 
 
+@pytest.mark.parametrize("part", PARTS)
 @pytest.mark.parametrize("size", ["tiny", "default", "large"])
-def test_the_arms_differ_in_d_k_scale_init_and_rate_alone(size):
-    experiment = load_module(PATH)
-    study = study_lib.load_study(PATH, size)
+def test_the_arms_differ_in_d_k_scale_init_and_rate_alone(size, part):
+    experiment = load_module(SHARED)
+    study = study_lib.load_study(REPO / "experiments" / f"{part}.py", size)
     s = experiment.SIZES[size]
-    assert study.suite == "softmax_plateau" and study.seeds == (0, 1, 2)
+    part_d_k = s["d_ks"][PARTS.index(part)]
+    assert study.suite == part and study.seeds == (0, 1, 2)
     assert study.base.model.d_model == s["d_model"] and study.base.model.num_heads == 1
     assert set().union(*study.variants.values()) <= ARM_FIELDS  # no width, depth or norm moves
-    assert len(study.tuned) == 3 * len(s["d_ks"])
+    assert len(study.tuned) == 3
     for arm, candidates in study.tuned.items():
         rates = [study.variants[c]["train.learning_rate"] for c in candidates]
         assert rates == list(experiment.LEARNING_RATES)
@@ -34,7 +39,7 @@ def test_the_arms_differ_in_d_k_scale_init_and_rate_alone(size):
                 for c in candidates]
         assert all(r == rest[0] for r in rest)
         d_k = rest[0]["model.head_dim"]
-        assert arm.endswith(f"_d{d_k}") and d_k in s["d_ks"]
+        assert arm.endswith(f"_d{d_k}") and d_k == part_d_k
         assert rest[0]["model.attn_scale"] == arm.startswith("scaled")
         assert rest[0].get("model.qk_init_scale", 1.0) == (
             d_k ** -0.25 if "small_init" in arm else 1.0)
@@ -48,14 +53,15 @@ def test_the_arms_differ_in_d_k_scale_init_and_rate_alone(size):
     assert study.extend_grid.field == "train.learning_rate"
 
 
+@pytest.mark.parametrize("part", PARTS)
 @pytest.mark.parametrize("size", ["tiny", "default"])
-def test_the_registered_expectations_judge_each_d_k(size):
-    experiment = load_module(PATH)
-    study = study_lib.load_study(PATH, size)
+def test_the_registered_expectations_judge_each_d_k(size, part):
+    experiment = load_module(SHARED)
+    study = study_lib.load_study(REPO / "experiments" / f"{part}.py", size)
     s = experiment.SIZES[size]
     # The gradient "while every arm still trains" is read inside the first stage.
     assert 0 < s["mid"] < s["first"] and s["log_every"] <= s["mid"]
-    for d_k in s["d_ks"]:
+    for d_k in [s["d_ks"][PARTS.index(part)]]:
         mine = [e for e in study.expectations if f"_d{d_k}" in e.a
                 and e.measure is Measure.FINAL]
         by = {(e.metric, e.comparison, e.at_step): e for e in mine}
@@ -76,7 +82,6 @@ def test_the_registered_expectations_judge_each_d_k(size):
 # ---- the split (issue 64): softmax_plateau as registered, in two suites that fit their time ----
 
 REGISTERED = "ede4c31"  # the commit that registered softmax_plateau, before any run
-PARTS = ("softmax_plateau_narrow", "softmax_plateau_wide")
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,6 @@ DECLARED = (
     Suite("depth_article_pre", "96 layers, Pre-LN, tuned", 30),
     Suite("depth_article_post", "96 layers, Post-LN under DeepNet's init, tuned", 30),
     Suite("depth_article_nonorm", "96 layers, residuals without a norm, each init, tuned", 30),
-    Suite("softmax_plateau", "÷√d_k at the plateau, each arm tuned", 30),
     Suite("softmax_plateau_narrow", "÷√d_k at the plateau, d_k 64, each arm tuned", 30),
     Suite("softmax_plateau_wide", "÷√d_k at the plateau, d_k 256, each arm tuned", 30),
     Suite("lm_head_dim", "÷√d_k, d_k alone at one head, real text", 30),
