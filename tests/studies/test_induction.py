@@ -25,7 +25,7 @@ def test_the_variants_differ_in_depth_only(size):
     assert (one.model.num_layers, two.model.num_layers) == (1, 2)
     one.model.num_layers = 2
     assert one.to_dict() == two.to_dict()
-    assert two.model.arch == "decoder" and two.data.task == "repeat" and study.suite == "components"
+    assert two.model.arch == "decoder" and two.data.task == "repeat" and study.suite == "induction"
 
 
 def test_the_count_oracle_is_what_the_threshold_cites():
