@@ -4,9 +4,10 @@ Every verdict record says which version judged it (`judging_rules`). The version
 digest of the judging code (the statistics, the comparisons, the decision, the words, the
 correction for multiplicity): tests/studies/test_judging_rules.py fails when the code's digest
 (`judging_digest.code_digest`) is not the one listed for VERSION, so changing how verdicts are
-computed means adding a version; and `stale_records` (in the same test, over the committed results) fails while any
-committed verdict was judged under another version, so the committed studies must be judged
-again (`python -m transformer_jax.studies.rejudge`) in the change that alters the rules.
+computed means adding a version; and `stale_records` (in the same test, over the committed
+results) fails while any committed verdict was judged under another version, so the committed
+studies must be judged again (`python -m transformer_jax.studies.rejudge`) in the change that
+alters the rules.
 
 This module is only the table and the check of the records, with no import from the rest of
 studies/: the record (record.py) says which version judged it, and the digest of the judging
