@@ -7,10 +7,10 @@ depth_article_post.py and depth_article_nonorm.py (96: depth_article.py as regis
 split alike; experiments/_depth_article.py)."""
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from registered_experiments import experiments_at
 
 from transformer_jax.config import BranchInit, Norm
 from transformer_jax.studies import deep_arms, study as study_lib
@@ -150,16 +150,7 @@ SPLIT = {"depth_remedies": PARTS, "depth_article": ARTICLE_PARTS}  # as register
 def registered(tmp_path_factory) -> dict[str, Path]:
     """experiments/depth_remedies.py and depth_article.py as cbd11a8 registered them, beside
     today's configs."""
-    root = tmp_path_factory.mktemp("registered")
-    (root / "experiments").mkdir()
-    (root / "configs").symlink_to(REPO / "configs")
-    paths = {}
-    for name in SPLIT:
-        text = subprocess.run(["git", "show", f"{REGISTERED}:experiments/{name}.py"],
-                              cwd=REPO, check=True, capture_output=True, text=True).stdout
-        paths[name] = root / "experiments" / f"{name}.py"
-        paths[name].write_text(text)
-    return paths
+    return experiments_at(REGISTERED, list(SPLIT), tmp_path_factory.mktemp("registered"))
 
 
 @pytest.mark.parametrize("name", list(SPLIT))

@@ -146,7 +146,7 @@ def test_suites_filter_the_studies_of_a_directory(size):
     assert "causal_mask" in of["mechanisms"]
     assert of["precision"] == ["lm_bfloat16"]  # alone: its bfloat16 arm is slow where emulated
     assert of["circuits"] == ["lm_head_roles"]  # alone: its one 4,000-step run fills 20 minutes
-    for alone in ("depth_remedies_pre", "depth_remedies_post", "depth_remedies_nonorm",
+    for alone in ("depth_sweep", "depth_deepest", "depth_remedies_pre", "depth_remedies_post", "depth_remedies_nonorm",
                   "depth_remedies_noresidual", "depth_article_pre", "depth_article_post",
                   "depth_article_nonorm", "softmax_plateau_narrow",
                   "softmax_plateau_wide", "lm_head_dim", "induction"):

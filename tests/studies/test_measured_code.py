@@ -19,6 +19,8 @@ FLATTENED = {"depth", "norm_placement", "residual_flow",
              "depth_remedies_pre", "depth_remedies_post", "depth_remedies_nonorm", "depth_remedies_noresidual",
              # through experiments/_depth_article.py
              "depth_article_pre", "depth_article_post", "depth_article_nonorm",
+             # through experiments/_depth.py
+             "depth_sweep", "depth_deepest",
              # through experiments/_softmax_plateau.py
              "softmax_plateau_narrow", "softmax_plateau_wide"}
 

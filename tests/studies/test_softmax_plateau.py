@@ -4,10 +4,10 @@ fixed); softmax_plateau.py as registered at ede4c31, split by d_k for its suite'
 (experiments/_softmax_plateau.py holds what the parts share)."""
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from registered_experiments import experiments_at
 
 from transformer_jax.studies import study as study_lib
 from transformer_jax.studies.loading import load_module
@@ -87,14 +87,8 @@ REGISTERED = "ede4c31"  # the commit that registered softmax_plateau, before any
 @pytest.fixture(scope="module")
 def registered(tmp_path_factory) -> Path:
     """experiments/softmax_plateau.py as ede4c31 registered it, beside today's configs."""
-    root = tmp_path_factory.mktemp("registered")
-    (root / "experiments").mkdir()
-    (root / "configs").symlink_to(REPO / "configs")
-    text = subprocess.run(["git", "show", f"{REGISTERED}:experiments/softmax_plateau.py"],
-                          cwd=REPO, check=True, capture_output=True, text=True).stdout
-    path = root / "experiments" / "softmax_plateau.py"
-    path.write_text(text)
-    return path
+    return experiments_at(REGISTERED, ["softmax_plateau"],
+                          tmp_path_factory.mktemp("registered"))["softmax_plateau"]
 
 
 @pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
