@@ -5,7 +5,6 @@
 #   scripts/run.sh --suite=NAME [WORKDIR] [flags]   # another suite; NAME is one of
 #     main             the studies on generated data
 #     lm               the real-text studies (tiny Shakespeare)
-#     depth            deep stacks, to the plateau, up to 96 layers
 #     depth_sweep      2 to 24 layers, each architecture, to the plateau
 #     depth_deepest    96 layers at width 16, each architecture at its best rate
 #     depth_remedies_pre  24 layers, Pre-LN, each remedy, tuned

@@ -150,11 +150,11 @@ def test_docs_site_builds_strictly(tmp_path):
                            flags=re.M)
     for sheet in re.findall(r"- (\S+)", sheets):
         assert (site / sheet).is_file() and (ROOT / "docs" / sheet).is_file(), sheet
-        assert sheet in (site / "experiments/results/depth/index.html").read_text(), sheet
+        assert sheet in (site / "experiments/results/depth_sweep/index.html").read_text(), sheet
     # the findings are in the site, from the repository: the README, every study's page with
     # its plots, each link and image of those pages resolving to a file of the site
     overview = (site / "overview" / "index.html").read_text()
-    assert "transformer_jax" in overview and "experiments/results/depth/" in overview
+    assert "transformer_jax" in overview and "experiments/results/depth_sweep/" in overview
     results = ROOT / "experiments" / "results"
     studies = sorted(p.name.removesuffix("_verdict.json") for p in results.glob("*_verdict.json"))
     assert len(studies) > 10

@@ -1,6 +1,7 @@
-"""The depth study (experiments/depth.py) and its analysis (transformer_jax/studies/analysis/depth.py):
-variants named by architecture and depth, expectations that compare one architecture at two
-depths, and accuracy-by-depth points, intervals, csv and plot from made-up runs."""
+"""The depth study (experiments/_depth.py, in two parts: depth_sweep and depth_deepest) and its
+analysis (transformer_jax/studies/analysis/depth.py): variants named by architecture and depth,
+expectations that compare one architecture at two depths, and accuracy-by-depth points,
+intervals, csv and plot from made-up runs."""
 from __future__ import annotations
 
 import csv
@@ -19,21 +20,30 @@ from transformer_jax.train import check_config
 REPO = Path(__file__).resolve().parents[2]
 
 
+PARTS = ("depth_sweep", "depth_deepest")  # experiments/_depth.py: depth, split by width
+
+
 @pytest.mark.parametrize("size", ["tiny", "default", "large"])
 def test_every_architecture_at_every_depth_and_expectations_across_depths(size):
-    experiment = load_module(REPO / "experiments" / "depth.py")
-    study = study_lib.load_study(REPO / "experiments" / "depth.py", size)
-    assert study.suite == "depth"
+    experiment = load_module(REPO / "experiments" / "_depth.py")
+    parts = [study_lib.load_study(REPO / "experiments" / f"{n}.py", size) for n in PARTS]
+    assert tuple(p.suite for p in parts) == PARTS
+    variants = [v for p in parts for v in p.variants]
+    tuned = {arm: c for p in parts for arm, c in p.tuned.items()}
+    expectations = [e for p in parts for e in p.expectations]
+
+    def config(variant: str):
+        return next(p for p in parts if variant in p.variants).config(variant, 0)
     table = {}
-    for variant in study.variants:
-        config = study.config(variant, 0)
-        _, model = check_config(config)
+    for variant in variants:
+        cfg = config(variant)
+        _, model = check_config(cfg)
         line, depth = depth_eval.NAME.match(variant).groups()
         assert model.num_layers == int(depth)
         # a tuned arm's candidate at another rate or the article's width: its architecture's
         name, width, rate = re.match(r"^(.+?)(?:_w(\d+))?(?:_lr([\d.e-]+))?$", line).groups()
-        assert config.train.learning_rate == float(rate or experiment.LEARNING_RATE)
-        assert model.d_model == int(width or study.base.model.d_model)
+        assert cfg.train.learning_rate == float(rate or experiment.LEARNING_RATE)
+        assert model.d_model == int(width or parts[0].base.model.d_model)
         if line == name:
             table.setdefault(name, set()).add(model.num_layers)
         # a careful arm is one of the probed architectures, trained with warm-up (and clipping)
@@ -41,33 +51,32 @@ def test_every_architecture_at_every_depth_and_expectations_across_depths(size):
         assert (model.norm.value, model.residual) == \
             tuple(x.value if hasattr(x, "value") else x for x in depth_eval.PROBED[architecture])
         if name in experiment.CAREFUL:
-            assert config.train.warmup_steps == config.train.num_steps // 4 > 0
-            assert config.train.grad_clip_norm == train.get("train.grad_clip_norm", 0.0)
+            assert cfg.train.warmup_steps == cfg.train.num_steps // 4 > 0
+            assert cfg.train.grad_clip_norm == train.get("train.grad_clip_norm", 0.0)
         else:
-            assert config.train.warmup_steps == 0 and config.train.grad_clip_norm == 0.0
+            assert cfg.train.warmup_steps == 0 and cfg.train.grad_clip_norm == 0.0
         own = ("warmup_steps", "grad_clip_norm", "learning_rate")
-        others = {k: v for k, v in config.train.items() if k not in own}
+        others = {k: v for k, v in cfg.train.items() if k not in own}
         shallowest = experiment.SIZES[size]["depths"][0]
-        anchor = study.config(experiment.variant("pre_res", shallowest), 0).train
+        anchor = config(experiment.variant("pre_res", shallowest)).train
         assert others == {k: v for k, v in anchor.items() if k not in own}
     assert set(table) == set(depth_eval.PROBED) | set(experiment.CAREFUL)
     assert len({frozenset(d) for d in table.values()}) == 1
     if size == "default":
         assert next(iter(table.values())) == {2, 6, 12, 24}
-    across = [e for e in study.expectations
+    across = [e for e in expectations
               if e.b and e.a.rsplit("_L", 1)[0] == e.b.rsplit("_L", 1)[0]]
     assert len(across) >= 3  # flat (Pre-LN), collapses (no residual), degrades (Post-LN, no norm)
     # issue 50: every tuned arm's candidates differ in the learning rate only, each arm a new
     # verdict rests on has a flattened check, and the article's depth is there
-    for arm, names in study.tuned.items():
-        configs = [study.config(c, 0).to_dict() for c in names]
+    for arm, names in tuned.items():
+        configs = [config(c).to_dict() for c in names]
         rates = sorted(c["train"].pop("learning_rate") for c in configs)
         assert rates == list(experiment.LEARNING_RATES) and configs[0] == configs[1], arm
-    checked = {e.a for e in study.expectations if e.measure is study_lib.Measure.LATE_GAIN}
-    assert set(study.tuned) <= checked
-    assert experiment.SIZES[size]["article"][0] in {study.config(v, 0).model.num_layers
-                                                    for v in study.variants}
-    assert study.plateau.first == experiment.SIZES[size]["steps"]
+    checked = {e.a for e in expectations if e.measure is study_lib.Measure.LATE_GAIN}
+    assert set(tuned) <= checked
+    assert experiment.SIZES[size]["article"][0] in {config(v).model.num_layers for v in variants}
+    assert parts[0].plateau.first == experiment.SIZES[size]["steps"]
 
 
 def made_up_runs() -> dict:

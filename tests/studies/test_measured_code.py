@@ -13,7 +13,7 @@ from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = sorted(p.stem for p in (REPO / "experiments").glob("[!_]*.py"))
-FLATTENED = {"depth", "norm_placement", "residual_flow",
+FLATTENED = {"norm_placement", "residual_flow",
              "residuals",  # import FLAT_ACCURACY
              # through experiments/_depth_remedies.py, a shared file they load
              "depth_remedies_pre", "depth_remedies_post", "depth_remedies_nonorm", "depth_remedies_noresidual",

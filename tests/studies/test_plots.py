@@ -292,7 +292,7 @@ def test_positions_draws_one_panel_per_task_each_with_its_chance_level():
                     if line.get_gid() == "chance"]  # a loss has no chance line here
 
 
-# The depth study's lines by name (experiments/depth.py): six architectures at 2..24 layers,
+# The depth study's lines by name (experiments/_depth.py): six architectures at 2..24 layers,
 # pre_res's tuned arms at 2 and 24 (lr 0.001) and at width 16 at 2 and 96 layers.
 DEPTH_LINES = {**{a: (2, 6, 12, 24) for a in ("pre_res", "post_res", "res_no_norm", "pre_no_res",
                                               "post_res_warmup", "res_no_norm_warmup_clip")},

@@ -24,11 +24,11 @@ def test_summary_csv_gives_every_run_with_diverged_runs_as_nan(tmp_path):
 
 
 def test_the_record_gives_its_rows_values_with_diverged_runs_as_nan():
-    old = record.read(RESULTS / "depth_verdict.json")
+    old = record.read(RESULTS / "depth_sweep_verdict.json")
     found = rejudge.from_record(old)[("eval/accuracy", "final", None)]
     assert all(math.isnan(x) for x in found["res_no_norm_L24"].values())  # diverged: was 0
     # a finished run's value as printed (4 significant digits): summary.csv's, to that precision
-    full = rejudge.from_summary_csv(RESULTS / "depth_summary.csv")["eval/accuracy"]
+    full = rejudge.from_summary_csv(RESULTS / "depth_sweep_summary.csv")["eval/accuracy"]
     assert found["pre_res_L24"][0] == pytest.approx(full["pre_res_L24"][0], abs=1e-4)
     assert found["pre_res_L24"][0] != full["pre_res_L24"][1]  # the seed's own value
 

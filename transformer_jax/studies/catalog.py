@@ -19,7 +19,7 @@ from transformer_jax.studies import loading
 from transformer_jax.studies.study import Study
 
 STUDY_ORDER = ("scaling", "positions", "residuals", "norm_placement", "length_generalization",
-               "lm_positions", "lm_scaling", "depth", "depth_sweep", "depth_deepest")
+               "lm_positions", "lm_scaling", "depth_sweep", "depth_deepest")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +37,6 @@ class Suite:
 DECLARED = (
     Suite("main", "the studies on generated data", 10),
     Suite("lm", "the real-text studies (tiny Shakespeare)", 30),
-    Suite("depth", "deep stacks, to the plateau, up to 96 layers", 30),
     Suite("depth_sweep", "2 to 24 layers, each architecture, to the plateau", 30),
     Suite("depth_deepest", "96 layers at width 16, each architecture at its best rate", 30),
     Suite("depth_remedies_pre", "24 layers, Pre-LN, each remedy, tuned", 30),

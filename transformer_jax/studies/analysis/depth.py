@@ -1,5 +1,5 @@
 """Final accuracy against depth: a study analysis (`Study.analyses`) and the step-0 probe of the
-depth study (`experiments/depth.py`).
+depth study (`experiments/_depth.py`, in two parts: depth_sweep and depth_deepest).
 
 Variants there are named `<line>_L<depth>`, a line being an architecture, or one of its arms at
 another width or learning rate (`<architecture>_w16_lr0.001`). Each point is the mean over seeds
@@ -34,9 +34,9 @@ CSV_FILE, PLOT_FILE = "accuracy_by_depth.csv", "accuracy_by_depth.png"
 PROBE_FILE = "probe_token_similarity_by_depth.png"
 NAME = re.compile(r"^(?P<architecture>.+)_L(?P<depth>\d+)$")
 # A line's name: its architecture, then the width and the learning rate it was trained at where
-# they are not the study's (experiments/depth.py: narrow, at_rate).
+# they are not the study's (experiments/_depth.py: narrow, at_rate).
 ARM = re.compile(r"^(?P<architecture>.+?)(?:_w(?P<width>\d+))?(?:_lr(?P<rate>[\d.e+-]+))?$")
-# Architectures of the probe: (norm placement, residual); names as experiments/depth.py's.
+# Architectures of the probe: (norm placement, residual); names as experiments/_depth.py's.
 PROBED = {"pre_res": (Norm.PRE, True), "post_res": (Norm.POST, True),
           "res_no_norm": (Norm.NONE, True), "pre_no_res": (Norm.PRE, False)}
 
