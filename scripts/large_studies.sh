@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every study in experiments/ at --size=large on one GPU, within a time limit, resumable.
 #
-#   scripts/large_studies.sh [--limit=SECONDS] [--grace=SECONDS] [--suite=main|lm|depth_sweep|depth_deepest|depth_remedies_pre|depth_remedies_post|depth_remedies_nonorm|depth_remedies_noresidual|depth_article_pre|depth_article_post|depth_article_nonorm|softmax_plateau_narrow|softmax_plateau_wide|lm_head_dim|components|induction|mechanisms|precision|circuits|all] [WORKDIR]
+#   scripts/large_studies.sh [--limit=SECONDS] [--grace=SECONDS] [--suite=main|lm|depth_sweep|depth_deepest|depth_remedies_pre|depth_remedies_post|depth_remedies_nonorm|depth_remedies_noresidual|depth_article_pre|depth_article_post|depth_article_nonorm|softmax_plateau_narrow|softmax_plateau_wide|lm_head_dim|components|induction|induction_matched|mechanisms|precision|circuits|all] [WORKDIR]
 #                                                     # default runs/large, the main suite
 #   (what each suite holds: scripts/run.sh; the names: transformer_jax/studies/catalog.py)
 #   scripts/large_studies.sh --smoke [--limit=SECONDS] [WORKDIR]   # the same at --size=tiny, CPU
@@ -30,7 +30,7 @@ for arg in "$@"; do
     --grace=*) GRACE="${arg#--grace=}" ;;
     --suite=*) SUITE="${arg#--suite=}" ;;  # the sweep checks the name
     -*) echo "error: unknown option $arg (valid: --smoke --limit=SECONDS --grace=SECONDS" \
-             "--suite=main|lm|depth_sweep|depth_deepest|depth_remedies_pre|depth_remedies_post|depth_remedies_nonorm|depth_remedies_noresidual|depth_article_pre|depth_article_post|depth_article_nonorm|softmax_plateau_narrow|softmax_plateau_wide|lm_head_dim|components|induction|mechanisms|precision|circuits|all --dry_run)" >&2
+             "--suite=main|lm|depth_sweep|depth_deepest|depth_remedies_pre|depth_remedies_post|depth_remedies_nonorm|depth_remedies_noresidual|depth_article_pre|depth_article_post|depth_article_nonorm|softmax_plateau_narrow|softmax_plateau_wide|lm_head_dim|components|induction|induction_matched|mechanisms|precision|circuits|all --dry_run)" >&2
         exit 2 ;;
     *) WORKDIR="$arg" ;;
   esac

@@ -19,6 +19,7 @@
 #     lm_head_dim      ÷√d_k, d_k alone at one head, real text
 #     components       BatchNorm, heads, softmax gradient, residual-stream range
 #     induction        induction heads: one layer against two that compose
+#     induction_matched  induction heads against matched random heads
 #     mechanisms       causal mask, residual gradients, BatchNorm on text
 #     precision        bfloat16 products in a character LM
 #     circuits         a larger character LM's heads, by knock-out

@@ -17,7 +17,7 @@ from flax import nnx
 from transformer_jax.config import Arch, Head, ModelConfig
 from transformer_jax.model.transformer import Transformer
 from transformer_jax.studies import report
-from transformer_jax.studies.analysis import group_knockout, head_importance
+from transformer_jax.studies.analysis import group_knockout, head_importance, matched_knockout
 from transformer_jax.studies.analysis.restore import Restored
 from transformer_jax.studies.checks import Section
 
@@ -173,3 +173,79 @@ def test_an_analysis_value_is_its_runs_final_value_in_summary_csv():
     assert np.isnan(rows[1]["knockout/g/accuracy"])  # a diverged run's value counts as none
     with pytest.raises(ValueError, match="knockout/g/accuracy"):
         report.add_measured(runs, sections * 2)
+
+
+# ---- matched_knockout: the same knock-outs against head_controls' matched sets (issue 65) ----
+
+def _scores(shape, prefix=(), previous=()):
+    """Role scores [L, H] with the given (layer, head)s at 0.9, every other head at 0.05."""
+    found = {"prefix_matching": np.full(shape, 0.05), "previous_token": np.full(shape, 0.05)}
+    for role, heads in (("prefix_matching", prefix), ("previous_token", previous)):
+        for layer, head in heads:
+            found[role][layer, head] = 0.9
+    return found
+
+
+def _prefix_group(variant="v") -> matched_knockout.MatchedGroup:
+    return matched_knockout.MatchedGroup(
+        "prefix", "layer 1's prefix matchers", variant,
+        lambda sc: np.where(np.arange(len(sc["prefix_matching"]))[:, None] == 1,
+                            sc["prefix_matching"] >= 0.3, False),
+        {"prefix_matching": 0.3, "previous_token": 0.2})
+
+
+def test_matched_sets_take_the_groups_layer_and_no_head_of_any_role():
+    scores = _scores((2, 8), prefix=[(1, 1), (1, 3)], previous=[(1, 5), (0, 2)])
+    sets, why = matched_knockout.plan(_prefix_group(), scores, seed=0)
+    assert why == "" and sets[0] == ((1, 1), (1, 3)) and len(sets) == 1 + matched_knockout.DRAWS
+    for heads in sets[1:]:
+        assert len(heads) == 2 and {layer for layer, _ in heads} == {1}
+        assert not {h for _, h in heads} & {1, 3, 5}  # the group and the other role's head
+    again, _ = matched_knockout.plan(_prefix_group(), scores, seed=0)
+    other, _ = matched_knockout.plan(_prefix_group(), scores, seed=1)
+    assert again == sets and other[1:] != sets[1:]  # reproducible, and drawn afresh per seed
+
+
+def test_a_group_that_leaves_no_matched_set_is_refused_with_the_reason():
+    every = [(1, h) for h in range(4)]
+    sets, why = matched_knockout.plan(_prefix_group(), _scores((2, 4), prefix=every), seed=0)
+    assert sets == [tuple(every)] and "a matched control needs more heads per layer" in why
+    sets, why = matched_knockout.plan(_prefix_group(), _scores((2, 4)), seed=0)
+    assert sets == [] and "empty" in why
+
+
+def test_matched_values_are_the_knock_outs_of_the_group_and_its_matched_sets(restored):
+    # 3 layers x 2 heads: in layer 2, head 0 is the group and head 1 the only eligible head
+    group = matched_knockout.MatchedGroup("g", "layer 2's first head", "v",
+                                          lambda sc: sc["prefix_matching"] >= 0.3,
+                                          {"prefix_matching": 0.3, "previous_token": 0.2})
+    full = matched_knockout.MatchedGroup("full", "layer 0's heads", "v",
+                                         lambda sc: sc["previous_token"] >= 0.2,
+                                         {"prefix_matching": 0.3, "previous_token": 0.2})
+    roles = {(2, 0): ("0.9", "0"), (0, 0): ("0", "0.9"), (0, 1): ("0", "0.9")}
+    rows = {("v", s, layer, head): dict(zip(("prefix_matching", "previous_token"),
+                                            roles.get((layer, head), ("0", "0"))))
+            for s in SEEDS for layer, head in np.ndindex(LAYERS, HEADS)}
+    found = matched_knockout.measure(restored, rows, (group, full), "loss", 64)
+    for i, seed in enumerate(SEEDS):
+        m = found[("g", seed)]
+        assert m.sets[0] == ((2, 0),) and set(m.sets[1:]) == {((2, 1),)} and not m.refused
+        knocked = lambda heads: np.array([[(l, h) in heads for h in range(HEADS)]  # noqa
+                                          for l in range(LAYERS)])
+        for k in (0, 1):
+            assert m.without[k] == pytest.approx(_loss(restored, i, knocked(m.sets[k])),
+                                                 abs=1e-5)
+        drops = m.without - m.with_all
+        assert m.values("loss")["random_share"] == pytest.approx(
+            drops[1:].mean() / max(drops[0], head_importance.SMALL))
+        refused = found[("full", seed)]  # the group fills layer 0: no matched set
+        assert refused.refused and len(refused.sets) == 1
+        assert np.isnan(refused.values("loss")["random_share"])
+
+
+def test_top_in_layer_takes_the_best_passing_heads_of_that_layer_only():
+    scores = np.array([[0.9, 0.8, 0.1, 0.7], [0.35, 0.1, 0.6, 0.3]])
+    top = matched_knockout.top_in_layer(scores, 0.3, 1, 2)
+    assert top.tolist() == [[False] * 4, [True, False, True, False]]  # 0.6 and 0.35, not 0.3
+    assert matched_knockout.top_in_layer(scores, 0.3, 1, 9).sum() == 3  # every passing head
+    assert not matched_knockout.top_in_layer(scores, 0.95, 0, 2).any()

@@ -148,7 +148,8 @@ def test_suites_filter_the_studies_of_a_directory(size):
     for alone in ("depth_sweep", "depth_deepest", "depth_remedies_pre", "depth_remedies_post", "depth_remedies_nonorm",
                   "depth_remedies_noresidual", "depth_article_pre", "depth_article_post",
                   "depth_article_nonorm", "softmax_plateau_narrow",
-                  "softmax_plateau_wide", "lm_head_dim", "induction"):
+                  "softmax_plateau_wide", "lm_head_dim", "induction",
+                  "induction_matched"):
         assert of[alone] == [alone]
     # the main suite first, then each suite's studies together (suites by name)
     assert everything[:len(main)] == [n for n in everything if n in main]

@@ -53,6 +53,7 @@ DECLARED = (
     Suite("lm_head_dim", "÷√d_k, d_k alone at one head, real text", 30),
     Suite("components", "BatchNorm, heads, softmax gradient, residual-stream range", 30),
     Suite("induction", "induction heads: one layer against two that compose", 30),
+    Suite("induction_matched", "induction heads against matched random heads", 30),
     Suite("mechanisms", "causal mask, residual gradients, BatchNorm on text", 30),
     Suite("precision", "bfloat16 products in a character LM", 30),
     Suite("circuits", "a larger character LM's heads, by knock-out", 30),
