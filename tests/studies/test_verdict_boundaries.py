@@ -307,6 +307,20 @@ def test_a_gain_or_gap_on_variants_whose_every_run_diverged_is_refused(expectati
     assert j.verdict is UNSURE and j.note.startswith("refused: every run of a and b diverged")
 
 
+def test_one_run_with_a_value_beside_runs_without_is_inconclusive_and_two_are_judged():
+    """Judging rules 6: filled at the one measured run's value, the other runs would copy it
+    and the interval would have no spread (4 of 5 refused controls made a 'holds' of one run);
+    with two measured runs the fill is judged at both ends as before, and worst= still counts."""
+    nan = math.nan
+    j = at_most(0.5).judge({"a": by_seed(nan, nan, nan, nan, 0.016)})
+    assert j.verdict is UNSURE and j.note.startswith("only one run of a has a value")
+    assert at_most(0.5).judge({"a": by_seed(nan, nan, 0.011, nan, 0.018)}).verdict is HOLDS
+    counted = Expectation("t", "m", "a", Comparison.AT_MOST, 0.5, worst=1.0)
+    judged = counted.judge({"a": by_seed(nan, nan, nan, nan, 0.016)})
+    assert judged.values["a"] == {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0, 4: 0.016}
+    assert not judged.note.startswith("only one run")  # judged on the filled values
+
+
 def test_every_run_diverged_is_every_run_failed_for_a_rate():
     nan = math.nan
     j = fail_rate(Comparison.FAIL_RATE_AT_LEAST)(0.25).judge({"a": by_seed(*[nan] * 5)})

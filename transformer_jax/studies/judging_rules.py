@@ -32,6 +32,10 @@ VERSIONS = {
     # 5 (issue 65): a difference of differences, (a − b) − (c − d) paired by seed, judged as one
     # expectation (Comparison.DIFFERENCE_OF_DIFFERENCES); no verdict of 4 moves
     5: "c634d7dba28914ba",
+    # 6 (issue 65): a variant with only one run that has a value (the others diverged, or gave
+    # none: a refused control) is inconclusive unless worst= says what the others count as;
+    # filling them at that one run's value judged one run with no spread
+    6: "7aa2d1753586627e",
 }
 VERSION = max(VERSIONS)
 

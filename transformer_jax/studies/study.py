@@ -142,6 +142,11 @@ class Judgement:
         return self.verdict is Verdict.HOLDS
 
 
+# A variant with runs that diverged (or gave no value) is judged, with those runs filled, only
+# where at least this many of its runs have a value (judging rules 6).
+MIN_MEASURED = 2
+
+
 @dataclasses.dataclass(frozen=True)
 class Expectation:
     """One measurable outcome, judged on the final value of `metric` over seeds: its effect
@@ -309,6 +314,15 @@ class Expectation:
             return dataclasses.replace(shown, verdict=Verdict.INCONCLUSIVE, note=(
                 f"every run of {' and '.join(lost)} diverged: set Expectation.worst, the value "
                 "a diverged run counts as"))
+        # rules 6: the fill stands for the runs without a value only beside two or more with
+        # one; beside a single one it copies that run, and the interval has no spread to show
+        few = [v for v in self.variants()
+               if diverged[v] and len(final[v]) - len(diverged[v]) < MIN_MEASURED]
+        if few and self.worst is None:
+            return dataclasses.replace(shown, verdict=Verdict.INCONCLUSIVE, note=(
+                f"only one run of {' and '.join(few)} has a value (the others diverged or gave "
+                "none), so counting them at its value would judge one run: set "
+                "Expectation.worst, the value a run without one counts as"))
         if len({j.verdict for j in cases}) > 1:
             ends = sorted({x for j in cases for x in j.fill.values()})
             return dataclasses.replace(shown, verdict=Verdict.INCONCLUSIVE, note=(

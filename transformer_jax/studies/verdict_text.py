@@ -247,8 +247,8 @@ def notes(record: dict[str, Any]) -> str:
             f"{record['interval_method']}; with 3 seeds a t interval reaches 2.5 per-seed "
             f"standard deviations either side of the mean. A diverged run counts as the "
             f"expectation's `worst` if it sets one; else as the study's finished value least "
-            f"favourable to the expectation, and a verdict that its value would change is "
-            f"inconclusive. A failure rate counts a diverged run as failed.") + holm_note(record) \
+            f"favourable to the expectation, and a verdict that its value would change, or that "
+            f"rests on one run with a value, is inconclusive. A failure rate counts a diverged run as failed.") + holm_note(record) \
         + judged_note(record)
 
 
