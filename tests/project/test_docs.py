@@ -190,14 +190,14 @@ def test_the_sites_copy_of_a_repository_link():
     repository when mkdocs.yml names one, else are left as their text (no dead link)."""
     rewrite = _hooks().rewrite_link
     assert rewrite("cfg", "docs/configuration.md#x", "", "", "") == "[cfg](configuration.md#x)"
-    assert rewrite("r", "experiments/results/depth.md", "", "", "") == \
-        "[r](experiments/results/depth.md)"
+    assert rewrite("r", "experiments/results/depth_sweep.md", "", "", "") == \
+        "[r](experiments/results/depth_sweep.md)"
     assert rewrite("idx", "experiments/results", "", "", "") == "[idx](experiments/results/README.md)"
     assert rewrite("code", "transformer_jax/config.py", "", "", "") == "code"
     assert rewrite("code", "transformer_jax/config.py", "", "", "https://example.org/tj/") == \
         "[code](https://example.org/tj/blob/main/transformer_jax/config.py)"
     results = "experiments/results"  # a study page: the experiment file it links to is there
-    assert rewrite("e", "../depth.py", results, results, "") == "[e](../depth.py)"
+    assert rewrite("e", "../depth_sweep.py", results, results, "") == "[e](../depth_sweep.py)"
     assert rewrite("home", "../../README.md", results, results, "") == "[home](../../overview.md)"
     assert rewrite("web", "https://flax.readthedocs.io", "", "", "") == \
         "[web](https://flax.readthedocs.io)"

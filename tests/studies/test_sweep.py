@@ -244,17 +244,21 @@ def test_within_is_relative():
 
 
 def test_final_value_and_verdict_markdown_mark_diverged_runs(tmp_path):
-    study = tiny_study(tmp_path, seeds=(0, 1))
+    # three seeds: beside one measured run a diverged one leaves the verdict inconclusive
+    # (judging rules 6), beside two it counts at the least favourable finished value
+    study = tiny_study(tmp_path, seeds=(0, 1, 2))
     runs = {("scaled", 0): {"status": {"state": "finished"}, "curves": {"eval/loss": [(3, 2.0), (6, 1.5)]}},
             ("scaled", 1): {"status": {"state": "finished"}, "curves": {"eval/loss": [(3, 2.0), (6, 1.7)]}},
+            ("scaled", 2): {"status": {"state": "finished"}, "curves": {"eval/loss": [(6, 1.6)]}},
             ("unscaled", 0): {"status": {"state": "diverged"}, "curves": {"eval/loss": [(3, 2.5)]}},
-            ("unscaled", 1): {"status": {"state": "finished"}, "curves": {"eval/loss": [(6, 1.6)]}}}
+            ("unscaled", 1): {"status": {"state": "finished"}, "curves": {"eval/loss": [(6, 1.6)]}},
+            ("unscaled", 2): {"status": {"state": "finished"}, "curves": {"eval/loss": [(6, 1.65)]}}}
     assert report.final_value(runs[("scaled", 0)], "eval/loss") == 1.5
     assert math.isnan(report.final_value(runs[("unscaled", 0)], "eval/loss"))
     text = report.verdict_markdown(study, runs)
     row = next(l for l in text.splitlines() if l.startswith("| scaled is not worse |"))
-    assert "unscaled: diverged→1.7, 1.6" in row  # worst loss: 1.7
-    assert "| holds | holds, p = " in row
+    assert "unscaled: diverged→1.7, 1.6, 1.65" in row  # worst loss: 1.7
+    assert "| holds | holds, p " in row
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
@@ -263,7 +267,10 @@ def test_experiment_files_declare_a_complete_study(name):
         study = load_study(REPO / "experiments" / f"{name}.py", size)
         assert study.claim and study.published
         if study.expectations:  # judged with intervals over seeds
-            assert len(study.seeds) >= 3 and len(study.variants) >= 2
+            assert len(study.seeds) >= 3
+            # one variant only where nothing compares two (induction_matched: knock-outs of one
+            # trained model, each against its own control)
+            assert len(study.variants) >= 2 or all(e.b is None for e in study.expectations)
         else:  # one model read by its analyses (lm_head_roles): their checks are its findings
             assert study.analyses
         for variant in study.variants:  # every variant is a valid, buildable config
