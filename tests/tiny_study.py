@@ -47,3 +47,13 @@ def tiny_study_tuned(data_dir: Path, probes=None, cap: int = 1) -> Study:
     return dataclasses.replace(
         study, variants={"scaled": study.variants["scaled"], **candidates},
         tuned={"unscaled": tuple(candidates)}, extend_grid=grid.GridExtension(cap=cap))
+
+
+def tiny_experiment(path: Path, data_dir: Path) -> Study:
+    """An experiment file's study at --size=tiny, its generated data under `data_dir` (a test's
+    own, so no test reads another's)."""
+    from transformer_jax.studies.study import load_study
+    study = load_study(path, "tiny")
+    study.base.unlock()
+    study.base.data.data_dir = str(data_dir)
+    return study

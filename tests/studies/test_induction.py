@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_study import tiny_experiment
 
 from transformer_jax.data import synthetic
 from transformer_jax.studies import sweep
@@ -56,9 +57,7 @@ def test_the_checks_read_the_right_heads():
 
 @pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
 def test_every_analysis_on_a_tiny_finished_study(tmp_path):
-    study = load_study(EXPERIMENT, "tiny")
-    study.base.unlock()
-    study.base.data.data_dir = str(tmp_path / "data")
+    study = tiny_experiment(EXPERIMENT, tmp_path / "data")
     root = tmp_path / "induction"
     assert sweep.run_study(study, str(root))
     verdict = (root / "verdict.md").read_text()

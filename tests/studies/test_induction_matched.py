@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tiny_study import tiny_experiment
 
 from transformer_jax.studies import sweep
 from transformer_jax.studies.analysis import matched_knockout
@@ -45,9 +46,7 @@ def test_it_is_inductions_two_layer_model_with_more_heads_and_its_thresholds(siz
 
 @pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
 def test_the_analyses_on_a_tiny_finished_study(tmp_path):
-    study = load_study(EXPERIMENT, "tiny")
-    study.base.unlock()
-    study.base.data.data_dir = str(tmp_path / "data")
+    study = tiny_experiment(EXPERIMENT, tmp_path / "data")
     root = tmp_path / "induction_matched"
     assert sweep.run_study(study, str(root))
     verdict = (root / "verdict.md").read_text()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tiny_study import tiny_experiment
+
 from transformer_jax.studies.analysis import permutation
 from transformer_jax.studies.study import Comparison, load_study
 
@@ -13,9 +15,7 @@ EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "positions.py
 
 
 def test_each_finished_encoder_run_gets_its_permutation_gap(tmp_path):
-    study = load_study(EXPERIMENT, "tiny")
-    study.base.unlock()
-    study.base.data.data_dir = str(tmp_path / "data")
+    study = tiny_experiment(EXPERIMENT, tmp_path / "data")
     runs = {}
     for variant in ("encoder_none", "encoder_rotary", "decoder_none"):
         run_dir = tmp_path / variant / "seed_1"
