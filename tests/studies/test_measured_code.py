@@ -170,11 +170,25 @@ def test_what_a_run_put_in_a_cache_moves_no_fingerprint(monkeypatch):
     fresh = load_study(path, "default")
     filled = collections.OrderedDict({("a run",): object()})
     monkeypatch.setattr(restore, "_RESTORED", filled)
+    measured_code.forget()  # follow the package again, with the cache filled
     again = load_study(path, "default")
     assert again.measured_code() == fresh.measured_code()
     assert again.fingerprint() == fresh.fingerprint()
     assert ("transformer_jax/studies/analysis/restore.py", "_RESTORED") not in fresh.measured_code()
     assert ("transformer_jax/studies/analysis/restore.py", "KEEP_RESTORED") in fresh.measured_code()
+
+
+def test_remembering_what_package_code_reaches_changes_no_studys_refs(monkeypatch):
+    """measured_code._REACHED keeps what each package function reaches, for the next study's
+    load: every study's refs, loaded one after another with it filled (cycles included), are the
+    refs of walking every object each time, as before it."""
+    measured_code.forget()
+    remembered = {n: load_study(REPO / "experiments" / f"{n}.py").measured_code()
+                  for n in EXPERIMENTS}
+    monkeypatch.setattr(measured_code, "_package_key", lambda obj: None)  # nothing remembered
+    walked = {n: load_study(REPO / "experiments" / f"{n}.py").measured_code()
+              for n in EXPERIMENTS}
+    assert remembered == walked
 
 
 def test_a_table_written_out_is_a_constant_and_a_cache_built_by_a_call_is_not():

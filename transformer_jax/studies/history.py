@@ -91,6 +91,9 @@ _PARENTS: dict[str, list[str]] = {}  # commit -> its parents
 _ANCESTORS: dict[str, frozenset[str]] = {}  # commit -> itself and every commit before it
 _COLUMNS: dict[tuple[str, str], list[str]] = {}  # (commit, study) -> its summary's columns
 _MEASURED: dict[tuple, str] = {}  # (refs, their files' blobs) -> the measured code's digest
+_LOADS: dict[tuple[str, str], tuple] = {}  # (commit, path) -> (path, blob)s it loads by name
+_AT: dict[tuple[str, str, str], tuple[str, str]] = {}  # (commit, name, size) -> designs_at
+_HEADS: dict[tuple[str, str], tuple] = {}  # (repo, HEAD) -> what __init__ reads of the graph
 
 
 class Repository:
@@ -98,6 +101,21 @@ class Repository:
 
     def __init__(self, repo: Path):
         self.repo = Path(repo)
+        # A page, a check and a re-judge each open the repository once per study: the graph
+        # below is read once per HEAD (its reading took 13 git calls, ~60 ms, each time)
+        head = provenance.git(self.repo, "rev-parse", "HEAD")
+        key = (str(self.repo.resolve()), head or "")
+        if head is None or key not in _HEADS:
+            self._read_graph()
+            _HEADS[key] = (self.order, self.tracked, self.touching, self.studies)
+        self.order, self.tracked, self.touching, self.studies = _HEADS[key]
+        # Commits, blobs and trees are named by their content's hash, so what was read from them
+        # holds in any repository for the life of the process: one cache for all checks.
+        self._trees, self._blobs, self._designs = _TREES, _BLOBS, _DESIGNS
+
+    def _read_graph(self) -> None:
+        """Commit order, the commits since the fingerprint held the measured code, those that
+        could move a design, and the studies at HEAD."""
         self.order = {c: i for i, c in enumerate(self._lines("rev-list", "--topo-order",
                                                             "--reverse", "HEAD"))}
         added = self._lines("log", "--diff-filter=A", "--format=%H", "HEAD", "--", TRACKER)
@@ -111,9 +129,6 @@ class Repository:
         self.touching = [c for c in self.order if c in touching]
         self.studies = sorted(Path(p).stem for p in self._lines(
             "ls-tree", "--name-only", "HEAD", "experiments/") if p.endswith(".py"))
-        # Commits, blobs and trees are named by their content's hash, so what was read from them
-        # holds in any repository for the life of the process: one cache for all checks.
-        self._trees, self._blobs, self._designs = _TREES, _BLOBS, _DESIGNS
 
     def _lines(self, *args: str) -> list[str]:
         out = provenance.git(self.repo, *args)
@@ -176,30 +191,42 @@ class Repository:
             _NAMES[blob] = frozenset(re.findall(r"\b\w+\.py\b", text)) | built_file_names(text)
         return _NAMES[blob]
 
-    def _loaded(self, tree: dict[str, str], path: str) -> tuple[tuple[str, str], ...]:
-        """(path, blob) of the files `path` loads by name, and those they load: another
-        experiment file (load_module(HERE / "lm_positions.py")) or a config file."""
+    def _loaded(self, commit: str, path: str) -> tuple[tuple[str, str], ...]:
+        """(path, blob) of the files `path` loads by name at `commit`, and those they load:
+        another experiment file (load_module(HERE / "lm_positions.py")) or a config file."""
+        if (commit, path) in _LOADS:
+            return _LOADS[(commit, path)]
+        tree = self._tree(commit)
+        by_name: dict[str, list[str]] = {}
+        for other in tree:
+            by_name.setdefault(other.rsplit("/", 1)[-1], []).append(other)
         found, todo = {path: tree[path]}, [path]
         while todo:
-            names = self._file_names(tree[todo.pop()])
-            for other, blob in tree.items():
-                if other not in found and Path(other).name in names:
-                    found[other] = blob
-                    if other.startswith("experiments/"):  # a config file loads no other file
-                        todo.append(other)
-        return tuple(sorted(found.items()))
+            for name in self._file_names(tree[todo.pop()]):
+                for other in by_name.get(name, ()):
+                    if other not in found:
+                        found[other] = tree[other]
+                        if other.startswith("experiments/"):  # a config file loads no other
+                            todo.append(other)
+        _LOADS[(commit, path)] = tuple(sorted(found.items()))
+        return _LOADS[(commit, path)]
 
     def designs_at(self, commit: str, name: str, size: str) -> tuple[str, str]:
         """(fingerprint, training fingerprint) of experiments/<name>.py at `commit`: ABSENT
         where the file is not there, UNREADABLE:<version> where today's package cannot load it
         (<version>: a hash of the files it loads, so an edit to any of them is a new one)."""
-        found = self.loaded_at(commit, name, size)
-        if found is None:
-            return ABSENT, ABSENT
-        if isinstance(found, str):
-            return found, found
-        design, training, refs = found[:3]
-        return study_lib.design_fingerprint(design, self.measured_at(commit, refs)), training
+        key = (commit, name, size)
+        if key not in _AT:  # a history asks for each commit and its parents: once per process
+            found = self.loaded_at(commit, name, size)
+            if found is None:
+                _AT[key] = ABSENT, ABSENT
+            elif isinstance(found, str):
+                _AT[key] = found, found
+            else:
+                design, training, refs = found[:3]
+                _AT[key] = (study_lib.design_fingerprint(design, self.measured_at(commit, refs)),
+                            training)
+        return _AT[key]
 
     def loaded_at(self, commit: str, name: str, size: str):
         """What today's package reads of experiments/<name>.py at `commit`: (design, training
@@ -210,7 +237,7 @@ class Repository:
         path = f"experiments/{name}.py"
         if path not in tree:
             return None
-        loaded = self._loaded(tree, path)
+        loaded = self._loaded(commit, path)
         files = tuple(sorted({*loaded, *((p, b) for p, b in tree.items()
                                          if p.startswith("configs/"))}))
         key = (name, size, files)
