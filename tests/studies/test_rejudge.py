@@ -72,4 +72,6 @@ def test_the_command_rewrites_a_results_directory(tmp_path):
     new = record.read(results / "residual_flow_verdict.json")
     assert [r["comparison"] for r in new["expectations"]].count("at_least") == 2
     assert "mean ratio ≥ 0.5" in (results / "residual_flow_verdict.md").read_text()
+    # its page and figure written again (copied without figures), no other study's
+    assert sorted(p.name for p in results.glob("*_forest.png")) == ["residual_flow_forest.png"]
     assert rejudge.main(["nonexistent", f"--results={results}", "--readme="]) == 2

@@ -416,10 +416,13 @@ def update_readme(readme_path: Path, results_dir: Path,
     return new != text
 
 
-def write_results(results_dir: Path, experiments_dir: Optional[Path] = None) -> list[Path]:
-    """Every study's page and the index of a results directory. Returns the files written."""
+def write_results(results_dir: Path, experiments_dir: Optional[Path] = None,
+                  studies: Optional[Sequence[str]] = None) -> list[Path]:
+    """Every study's page (or only those of `studies`, by name) and the index of a results
+    directory. Returns the files written."""
     entries = results_entries(results_dir, experiments_dir)
-    written = [write_study_page(e) for e in entries if e.ran]
+    written = [write_study_page(e) for e in entries
+               if e.ran and (studies is None or e.files.name in studies)]
     return written + [_write(Path(results_dir) / INDEX, index_page(Path(results_dir), entries))]
 
 

@@ -171,7 +171,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{name}: {len(changed)} verdicts changed")
             for line in changed:
                 print(f"  {line}")
-        pages.write_results(results)
+        # the pages of the studies named (each page reads only its own study's files), else all
+        pages.write_results(results, studies=args.studies or None)
         if args.readme:
             pages.update_readme(Path(args.readme), results)
     except (RejudgeError, record_lib.RecordError, pages.PageError, ConfigError) as e:
