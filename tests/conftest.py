@@ -290,6 +290,15 @@ _PROCESS_FINDER = fast_lane.ProcessFinder()
 _STORED_DURATIONS = file_order.read_durations(fast_lane.TEST_DURATIONS)
 
 
+DESELECTED = pytest.StashKey[int]()  # tests collected then left out (-k, -m, --deselect)
+
+
+def pytest_deselected(items):  # test_fast_lane: is this session's collection the whole suite?
+    if items:
+        stash = items[0].config.stash
+        stash[DESELECTED] = stash.get(DESELECTED, 0) + len(items)
+
+
 def pytest_itemcollected(item):  # before any -m deselects: `-m "not slow"` sees this mark
     if not item.get_closest_marker("slow") and (
             fast_lane.over_budget(item.nodeid, _STORED_DURATIONS)

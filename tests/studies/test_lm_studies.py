@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.studies import sweep
+from transformer_jax.studies import loading, sweep
 from transformer_jax.studies.catalog import SUITES
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.config import ConfigError
@@ -129,7 +129,15 @@ def test_lm_scaling_varies_only_the_head_width():
 
 
 @pytest.mark.parametrize("size", ["tiny", "default", "large"])
-def test_suites_filter_the_studies_of_a_directory(size):
+def test_suites_filter_the_studies_of_a_directory(size, monkeypatch):
+    # Each experiment file loaded once, not once per suite asked for (~20 times each)
+    loaded, load = {}, loading.load_study
+
+    def once(path, size):
+        if (path, size) not in loaded:
+            loaded[(path, size)] = load(path, size)
+        return loaded[(path, size)]
+    monkeypatch.setattr(loading, "load_study", once)
     main = {s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "main")}
     lm = [s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "lm")]
     everything = [s.name for s, _ in sweep.select_studies(EXPERIMENTS, size, "all")]
