@@ -310,15 +310,19 @@ def test_a_gain_or_gap_on_variants_whose_every_run_diverged_is_refused(expectati
 def test_one_run_with_a_value_beside_runs_without_is_inconclusive_and_two_are_judged():
     """Judging rules 6: filled at the one measured run's value, the other runs would copy it
     and the interval would have no spread (4 of 5 refused controls made a 'holds' of one run);
-    with two measured runs the fill is judged at both ends as before, and worst= still counts."""
+    with two measured runs the fill is judged at both ends as before, and worst= still counts.
+    Since rules 7 it is one rule with "every run diverged", and one note names how many."""
     nan = math.nan
     j = at_most(0.5).judge({"a": by_seed(nan, nan, nan, nan, 0.016)})
-    assert j.verdict is UNSURE and j.note.startswith("only one run of a has a value")
+    assert j.verdict is UNSURE and j.note.startswith(
+        "fewer than 2 runs with a value (1 of 5 runs of a; the others diverged or gave none)")
+    none = at_most(0.5).judge({"a": by_seed(nan, nan, nan), "b": by_seed(0.1, 0.2, 0.3)})
+    assert none.verdict is UNSURE and "(0 of 3 runs of a;" in none.note
     assert at_most(0.5).judge({"a": by_seed(nan, nan, 0.011, nan, 0.018)}).verdict is HOLDS
     counted = Expectation("t", "m", "a", Comparison.AT_MOST, 0.5, worst=1.0)
     judged = counted.judge({"a": by_seed(nan, nan, nan, nan, 0.016)})
     assert judged.values["a"] == {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0, 4: 0.016}
-    assert not judged.note.startswith("only one run")  # judged on the filled values
+    assert not judged.note.startswith("fewer than")  # judged on the filled values
 
 
 def test_every_run_diverged_is_every_run_failed_for_a_rate():

@@ -184,7 +184,7 @@ def test_at_most_cannot_hold_because_runs_diverged():
     nan = math.nan
     low = Expectation("accuracy stuck at chance", "m", "a", Comparison.AT_MOST, 0.6)
     every = low.judge({"a": by_seed(nan, nan, nan), "b": by_seed(0.1, 0.95, 0.12)})
-    assert every.verdict is UNSURE and "every run of a diverged" in every.note
+    assert every.verdict is UNSURE and "(0 of 3 runs of a;" in every.note
     assert every.values["a"] == {0: 0.95, 1: 0.95, 2: 0.95}  # shown as the least favourable
     some = low.judge({"a": by_seed(0.30, 0.31, nan, 0.30), "b": by_seed(0.1, 0.95, 0.12, 0.1)})
     assert some.fill == {"a": 0.95} and some.verdict is UNSURE
@@ -203,7 +203,8 @@ def test_every_run_diverged_is_inconclusive_not_a_crash():
     assert j.verdict is UNSURE and "worst" in j.note
     lost_b = Expectation("", "m", "a", Comparison.RATIO, 1.0, b="b").judge(
         {"a": by_seed(0.9, 0.9, 0.91), "b": by_seed(nan, nan, nan)})
-    assert lost_b.verdict is UNSURE and lost_b.note.startswith("every run of b diverged")
+    assert lost_b.verdict is UNSURE and lost_b.note.startswith(
+        "fewer than 2 runs with a value (0 of 3 runs of b;")
     # a gain on a variant that never finished is refused, whatever `worst` says (rules v4) ...
     refused = Expectation("", "m", "a", Comparison.BETTER, 0.0, b="b", worst=0.0).judge(
         {"a": by_seed(0.5, 0.6, 0.55), "b": by_seed(nan, nan, nan)})
@@ -329,6 +330,27 @@ def test_summary_shows_mean_std_and_t_interval():
     assert "[0.8652, 0.9148]" in text  # 0.89 ± T2·0.01/√3
     y = scipy.stats.ttest_1samp([0.5, 0.52], 0.0).confidence_interval(0.95)  # 1 dof: 12.7
     assert f"| 1/3 | 0.51 ± 0.01 [{y.low:.4g}, {y.high:.4g}] |" in text  # diverged left out
+
+
+def test_a_run_that_finished_without_a_value_is_shown_as_no_value_and_counted_as_diverged():
+    """A refused control (rules 7): its run finished and its analysis gave no value. It counts
+    as a diverged run does, and the record and the table say which of the two it was."""
+    import types
+
+    from transformer_jax.studies import rejudge
+
+    e = Expectation("x at most 0.5", "m", "x", Comparison.AT_MOST, 0.5, worst=1.0)
+    study = types.SimpleNamespace(expectations=(e,))
+    values = {"x": by_seed(0.1, math.nan, math.nan, 0.2)}
+    rows, _ = report.judge_expectations(study, lambda _: values, {"x": {2: 40}})  # seed 2 diverged
+    seeds = rows[0]["values"]["x"]
+    assert [s["diverged"] for s in seeds] == [False, True, True, False]  # both filled
+    assert [s.get("no_value", False) for s in seeds] == [False, True, False, False]
+    assert verdict_text.per_seed_cell(rows[0]) == "x: 0.1, no value→1, diverged→1, 0.2"
+    read = rejudge.from_record({"expectations": rows})[rejudge.key(rows[0])]["x"]
+    assert read[0] == 0.1 and math.isnan(read[1]) and math.isnan(read[2])  # not the fill
+    unknown, _ = report.judge_expectations(study, lambda _: values)  # where runs stopped: unknown
+    assert "no value" not in verdict_text.per_seed_cell(unknown[0])
 
 
 def test_verdict_table_and_overall_line_and_index(tmp_path):

@@ -36,6 +36,10 @@ VERSIONS = {
     # none: a refused control) is inconclusive unless worst= says what the others count as;
     # filling them at that one run's value judged one run with no spread
     6: "7aa2d1753586627e",
+    # 7 (issue 65): rule 6 and "every run diverged" are one rule, fewer than 2 runs with a value,
+    # with one note; the record tells a run that finished without a value (a refused control)
+    # from one that diverged ("no_value"), which counted and still count alike
+    7: "c3362da6ab75e4d6",
 }
 VERSION = max(VERSIONS)
 

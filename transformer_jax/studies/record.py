@@ -39,19 +39,34 @@ def number(x: float) -> Optional[float]:
     return float(x) if math.isfinite(x) else None
 
 
-def expectation_record(e: Expectation, j: Judgement) -> dict[str, Any]:
-    """One expectation as stated and as judged."""
+def expectation_record(e: Expectation, j: Judgement,
+                       stopped: Optional[Mapping[str, Mapping[int, int]]] = None
+                       ) -> dict[str, Any]:
+    """One expectation as stated and as judged. Each seed's value: "diverged" where the run had
+    none of its own and counts as the fill (`Judgement.fill`), and, where `stopped` (variant ->
+    seed -> step, the runs that diverged) says the run did not diverge, "no_value": it finished
+    without one (a refused control)."""
     return {
         "text": e.text, "kind": e.kind.value, "why": e.why, "metric": e.metric,
         "comparison": e.comparison.value, "a": e.a,
         "b": e.b, "higher_is_better": e.higher_is_better, "threshold": e.threshold,
         "margin": e.margin, "at_step": e.at_step, "measure": e.measure.value,
-        "values": {v: [{"seed": s, "value": number(x), "diverged": s in j.diverged[v]}
+        "values": {v: [seed_value(s, x, s in j.diverged[v], stopped, v)
                        for s, x in xs.items()] for v, xs in j.values.items()},
         "effect": number(j.effect),
         "interval": {"low": number(j.low), "high": number(j.high), "paired": j.paired},
         "verdict": j.verdict.value, "note": j.note, "failure": failure_value(j.failure),
         **({"c": e.c, "d": e.d} if e.c is not None else {})}  # the second pair, where there is one
+
+
+def seed_value(seed: int, value: float, missing: bool,
+               stopped: Optional[Mapping[str, Mapping[int, int]]], variant: str
+               ) -> dict[str, Any]:
+    """A seed's entry in an expectation's values (`expectation_record`)."""
+    entry = {"seed": seed, "value": number(value), "diverged": missing}
+    if missing and stopped is not None and seed not in stopped.get(variant, {}):
+        entry["no_value"] = True
+    return entry
 
 
 def kind_of(row: Mapping[str, Any]) -> Kind:
@@ -89,14 +104,16 @@ def counts(verdicts: Sequence[Verdict],
 
 
 def judged(expectations: Sequence[Expectation], judgements: Sequence[Judgement],
-           p: Sequence[float]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+           p: Sequence[float], stopped: Optional[Mapping[str, Mapping[int, int]]] = None
+           ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The expectations' records and their counts. The counts are the findings' (the claim's
     evidence), each finding with what it becomes under Holm's correction over the study's
-    findings (`p`: the p-values of their settled verdicts, multiplicity.py); the checks and
+    findings (`p`: the p-values of their settled verdicts, multiplicity.py; `stopped`: where
+    each diverged run stopped, which tells a run without a value that did not diverge); the checks and
     the post hoc expectations are counted apart ("checks", "post_hoc"), without Holm, and a
     check that does not hold is an alarm: the instrument may be broken."""
     kinds = [e.kind for e in expectations]
-    rows = [expectation_record(e, j) for e, j in zip(expectations, judgements)]
+    rows = [expectation_record(e, j, stopped) for e, j in zip(expectations, judgements)]
     found = _kind_counts(Kind.FINDING, kinds, judgements)
     at = [i for i, k in enumerate(kinds) if k is Kind.FINDING]
     under_holm = multiplicity.holm_verdicts([judgements[i].verdict for i in at],

@@ -144,7 +144,7 @@ def judge_expectations(study: Study, values_of: Callable[[Expectation], dict],
         values = values_of(e)
         judgements.append(e.judge(values, stopped=stopped))
         p.append(multiplicity.p_value(e, values, stopped))  # for Holm's correction over the study
-    return record_lib.judged(study.expectations, judgements, p)
+    return record_lib.judged(study.expectations, judgements, p, stopped)
 
 
 def stopped_steps(study: Study, stops: Mapping[tuple[str, int], int]

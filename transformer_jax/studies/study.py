@@ -309,19 +309,17 @@ class Expectation:
         cases = [self._judge_filled(final, diverged, fill, confidence)
                  for fill in self._fills(final, diverged)]
         shown = min(cases, key=self._support)  # the case least favourable to the expectation
-        lost = [v for v in self.variants() if len(diverged[v]) == len(final[v])]
-        if lost and self.worst is None:
-            return dataclasses.replace(shown, verdict=Verdict.INCONCLUSIVE, note=(
-                f"every run of {' and '.join(lost)} diverged: set Expectation.worst, the value "
-                "a diverged run counts as"))
-        # rules 6: the fill stands for the runs without a value only beside two or more with
-        # one; beside a single one it copies that run, and the interval has no spread to show
+        # The fill stands for the runs without a value only beside two or more with one: with
+        # none there is nothing to fill from, and beside a single one the fill copies it and the
+        # interval has no spread to show (rules 6; since 7 one rule for both)
         few = [v for v in self.variants()
                if diverged[v] and len(final[v]) - len(diverged[v]) < MIN_MEASURED]
         if few and self.worst is None:
+            counts = ", ".join(f"{len(final[v]) - len(diverged[v])} of {len(final[v])} runs of {v}"
+                               for v in few)
             return dataclasses.replace(shown, verdict=Verdict.INCONCLUSIVE, note=(
-                f"only one run of {' and '.join(few)} has a value (the others diverged or gave "
-                "none), so counting them at its value would judge one run: set "
+                f"fewer than {MIN_MEASURED} runs with a value ({counts}; the others diverged or "
+                "gave none), so what the others count as would decide it: set "
                 "Expectation.worst, the value a run without one counts as"))
         if len({j.verdict for j in cases}) > 1:
             ends = sorted({x for j in cases for x in j.fill.values()})

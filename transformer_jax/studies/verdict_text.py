@@ -131,11 +131,13 @@ def _nan(x: Optional[float]) -> float:
 
 
 def per_seed_cell(row: dict[str, Any]) -> str:
-    """'a: 0.91, 0.9, diverged→0.2 · b: ...' in seed order (a failure rate: 'diverged')."""
+    """'a: 0.91, 0.9, diverged→0.2 · b: ...' in seed order (a failure rate: 'diverged'); a run
+    that finished without a value (a refused control): 'no value→0.2'."""
     def cell(v: dict[str, Any]) -> str:
         if not v["diverged"]:
             return f"{_nan(v['value']):.4g}"
-        return "diverged" if v["value"] is None else f"diverged→{v['value']:.4g}"
+        why = "no value" if v.get("no_value") else "diverged"
+        return why if v["value"] is None else f"{why}→{v['value']:.4g}"
     return " · ".join(f"{variant}: " + ", ".join(cell(v) for v in values)
                       for variant, values in row["values"].items())
 
@@ -248,7 +250,9 @@ def notes(record: dict[str, Any]) -> str:
             f"standard deviations either side of the mean. A diverged run counts as the "
             f"expectation's `worst` if it sets one; else as the study's finished value least "
             f"favourable to the expectation, and a verdict that its value would change, or that "
-            f"rests on one run with a value, is inconclusive. A failure rate counts a diverged run as failed.") + holm_note(record) \
+            f"rests on fewer than two runs with a value, is inconclusive; a run that finished "
+            f"without a value (a refused control: 'no value') counts the same way. A failure "
+            f"rate counts a diverged run as failed.") + holm_note(record) \
         + judged_note(record)
 
 
