@@ -101,6 +101,7 @@ def get_study(size: str) -> Study:
         head_importance.Check(f"L2: that costs ≥ {KNOCKOUT_RATIO_MIN}× any other single head",
                               "L2", lambda imp, sc: top_ratio(imp) >= KNOCKOUT_RATIO_MIN),
     )
+    in_layer = group_knockout.in_layer
     groups = (
         group_knockout.Group("prefix_matchers", f"layer 1's prefix matchers (score ≥ "
                              f"{PREFIX_MATCHING_MIN})", "L2",
@@ -155,13 +156,6 @@ def get_study(size: str) -> Study:
             "the design or the fingerprint: no threshold, variant, seed or check moved",
         ),
     )
-
-
-def in_layer(passed: np.ndarray, layer: int) -> np.ndarray:
-    """passed [L, H] bool -> the same, true only in `layer`."""
-    chosen = np.zeros_like(passed)
-    chosen[layer] = passed[layer]
-    return chosen
 
 
 def is_best_prefix_matcher(importance: np.ndarray, scores) -> bool:

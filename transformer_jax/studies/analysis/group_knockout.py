@@ -26,7 +26,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -94,13 +94,22 @@ def make_analysis(groups: tuple[Group, ...], metric: str = "accuracy",
     return group_knockout
 
 
+Head = tuple[int, int]  # (layer, head)
+# (group, one seed's role scores, the seed, the group's index among its variant's groups) ->
+# ([the group's heads, then each random set's], '') or ([the group's], why no set exists);
+# [] leaves the group out of that seed
+Plan = Callable[[Any, Mapping[str, np.ndarray], int, int], tuple[list[tuple[Head, ...]], str]]
+
+
 @dataclasses.dataclass(frozen=True)
 class Measured:
-    """One seed's knock-outs of one group: the sets (bool [1 + R, L, H], the group first) and
-    the metric with every head and without each set."""
-    sets: np.ndarray
+    """One seed's knock-outs of one group: the sets (the group first, then the random ones;
+    only the group where its control was refused, and `refused` says why) and the metric with
+    every head and without each set."""
+    sets: tuple[tuple[Head, ...], ...]
     with_all: float
-    without: np.ndarray  # [1 + R]
+    without: np.ndarray  # [len(sets)]
+    refused: str = ""
 
     def drops(self, metric: str) -> np.ndarray:
         worse = self.with_all - self.without
@@ -108,73 +117,116 @@ class Measured:
 
     def values(self, metric: str) -> dict[str, float]:
         drop = self.drops(metric)
-        random = drop[1:].mean() if len(drop) > 1 else np.nan
+        random = float(drop[1:].mean()) if len(drop) > 1 else np.nan
         return {"without": float(self.without[0]),
                 "random": float(self.without[1:].mean()) if len(drop) > 1 else np.nan,
-                "random_share": float(random / max(drop[0], head_importance.SMALL))}
+                "random_share": random / max(float(drop[0]), head_importance.SMALL)}
 
 
-def measure(restored, rows: Mapping, groups: tuple[Group, ...], metric: str,
-            max_examples: int) -> dict[tuple[str, int], Measured]:
+def heads_of(chosen: np.ndarray) -> tuple[Head, ...]:
+    """bool [L, H] -> its (layer, head)s, layer-major."""
+    return tuple((int(layer), int(head)) for layer, head in np.argwhere(chosen))
+
+
+def in_layer(passed: np.ndarray, layer: int) -> np.ndarray:
+    """passed [L, H] bool -> the same, true only in `layer` (a group's select: a role's heads of
+    one layer)."""
+    chosen = np.zeros_like(passed, dtype=bool)
+    chosen[layer] = passed[layer]
+    return chosen
+
+
+def plan(group: Group, scores: Mapping[str, np.ndarray], seed: int, index: int
+         ) -> tuple[list[tuple[Head, ...]], str]:
+    """The group's heads and DRAWS random sets (`random_sets`) for one seed (`Plan`)."""
+    picked = np.asarray(group.select(scores), bool)
+    rng = np.random.default_rng([DRAW_SEED, seed, index])
+    return [heads_of(picked), *(heads_of(s) for s in random_sets(picked, DRAWS, rng))], ""
+
+
+def measure(restored, rows: Mapping, groups: tuple, metric: str, max_examples: int,
+            planner: Plan = plan) -> dict[tuple[str, int], Measured]:
     """(group name, seed) -> Measured, for the groups of the restored variant whose seeds have
-    role scores; every set of every seed and group in one evaluation."""
+    role scores, their sets from `planner`; every set of every seed and group in one
+    evaluation (mask 0 of each seed: every head)."""
     cfg = restored.run.model
     shape = (cfg.num_layers, cfg.num_heads)
-    per_seed = []  # seed index -> [(group name, sets [1 + R, L, H])]
+    planned = {}  # (group name, seed index) -> (sets, why)
     for i, seed in enumerate(restored.seeds):
         scores = head_importance.role_scores(rows, groups[0].variant, seed, shape)
-        chosen = []
-        for g, group in enumerate(groups):
-            if scores:
-                picked = np.asarray(group.select(scores), bool)
-                rng = np.random.default_rng([DRAW_SEED, seed, g])
-                chosen.append((group.name, np.concatenate([picked[None],
-                                                           random_sets(picked, DRAWS, rng)])))
-        per_seed.append(chosen)
-    width = max((sum(len(s) for _, s in c) for c in per_seed), default=0)
+        for g, group in enumerate(groups if scores else ()):
+            sets, why = planner(group, scores, seed, g)
+            if sets:
+                planned[(group.name, i)] = (sets, why)
+    per_seed = [[(name, sets) for (name, j), (sets, _) in planned.items() if j == i]
+                for i in range(len(restored.seeds))]
+    width = max((sum(len(s) for _, s in chosen) for chosen in per_seed), default=0)
     if width == 0:
         return {}
-    masks = np.ones((len(restored.seeds), 1 + width) + shape, np.float32)  # mask 0: every head
+    masks = np.ones((len(restored.seeds), 1 + width) + shape, np.float32)
     for i, chosen in enumerate(per_seed):
-        sets = np.concatenate([s for _, s in chosen]) if chosen else np.zeros((0,) + shape, bool)
-        masks[i, 1:1 + len(sets)] = np.where(sets, 0.0, 1.0)
+        flat = [heads for _, sets in chosen for heads in sets]
+        masks[i, 1:1 + len(flat)] = _masks(flat, shape)
     values = head_importance.masked_values(restored, masks, metric, max_examples)  # [S, 1 + W]
     found = {}
-    for i, (seed, chosen) in enumerate(zip(restored.seeds, per_seed)):
+    for i, chosen in enumerate(per_seed):
         start = 1
         for name, sets in chosen:
-            found[(name, seed)] = Measured(sets, float(values[i, 0]),
-                                           values[i, start:start + len(sets)])
+            found[(name, restored.seeds[i])] = Measured(
+                tuple(sets), float(values[i, 0]), values[i, start:start + len(sets)],
+                planned[(name, i)][1])
             start += len(sets)
     return found
 
 
-def analyse(root: Path, runs: Mapping, groups: tuple[Group, ...], metric: str = "accuracy",
-            max_examples: int = head_importance.MAX_EXAMPLES) -> Section:
+def _masks(sets, shape: tuple[int, int]) -> np.ndarray:
+    """[len(sets), L, H]: 0 where a set knocks a head out, else 1."""
+    masks = np.ones((len(sets),) + shape, np.float32)
+    for k, heads in enumerate(sets):
+        for layer, head in heads:
+            masks[k, layer, head] = 0.0
+    return masks
+
+
+def measure_variants(root: Path, runs: Mapping, groups: tuple, metric: str, max_examples: int,
+                     planner: Plan = plan) -> dict[tuple[str, int], Measured]:
+    """`measure` on each variant the groups name that has finished runs."""
     rows = head_importance.read_head_roles(root / head_roles.CSV_FILE)
     dirs = finished_run_dirs(root, runs)
     found: dict[tuple[str, int], Measured] = {}
     for variant in dict.fromkeys(g.variant for g in groups):
         if variant in dirs:
-            mine = tuple(g for g in groups if g.variant == variant)
-            found.update(measure(restore_variant(dirs[variant]), rows, mine, metric,
-                                 max_examples))
+            found.update(measure(restore_variant(dirs[variant]), rows,
+                                 tuple(g for g in groups if g.variant == variant), metric,
+                                 max_examples, planner))
+    return found
+
+
+def judged_values(found: Mapping[tuple[str, int], Measured], groups: tuple, metric: str,
+                  names: Callable[[str, str], dict[str, str]]) -> dict[str, dict]:
+    """metric name (`names(group, metric)`) -> (variant, seed) -> value: what an expectation
+    judges (`Section.values`)."""
+    variant_of = {g.name: g.variant for g in groups}
+    values: dict[str, dict] = {}
+    for (name, seed), m in found.items():
+        for what, value in m.values(metric).items():
+            values.setdefault(names(name, metric)[what], {})[(variant_of[name], seed)] = value
+    return values
+
+
+def analyse(root: Path, runs: Mapping, groups: tuple[Group, ...], metric: str = "accuracy",
+            max_examples: int = head_importance.MAX_EXAMPLES) -> Section:
+    found = measure_variants(root, runs, groups, metric, max_examples)
     if not found:
         return Section("No finished run with head roles to knock groups of heads out of.\n")
     _write_csv(found, groups, metric, root / CSV_FILE)
-    values = {}  # metric name -> (variant, seed) -> value
-    for group in groups:
-        names = metric_names(group.name, metric)
-        for (name, seed), m in found.items():
-            if name == group.name:
-                for what, value in m.values(metric).items():
-                    values.setdefault(names[what], {})[(group.variant, seed)] = value
-    return Section(_markdown(found, groups, metric), values=values)
+    return Section(_markdown(found, groups, metric),
+                   values=judged_values(found, groups, metric, metric_names))
 
 
-def heads_text(chosen: np.ndarray) -> str:
-    """bool [L, H] -> 'L1H0 L1H2' (layer-major)."""
-    return " ".join(f"L{layer}H{head}" for layer, head in zip(*np.nonzero(chosen)))
+def heads_text(heads) -> str:
+    """((1, 0), (1, 2)) -> 'L1H0 L1H2'."""
+    return " ".join(f"L{layer}H{head}" for layer, head in heads)
 
 
 def _write_csv(found: Mapping[tuple[str, int], Measured], groups, metric: str,
@@ -187,13 +239,17 @@ def _write_csv(found: Mapping[tuple[str, int], Measured], groups, metric: str,
         for (name, seed), m in found.items():
             for k, (chosen, without, drop) in enumerate(zip(m.sets, m.without, m.drops(metric))):
                 writer.writerow([variant_of[name], seed, name, "group" if k == 0 else f"random_{k}",
-                                 heads_text(chosen), int(chosen.sum()), f"{m.with_all:.4f}",
+                                 heads_text(chosen), len(chosen), f"{m.with_all:.4f}",
                                  f"{without:.4f}", f"{drop:.4f}"])
 
 
-def _mean_and_interval(values: list[float]) -> str:
-    low, high = interval_of_mean(np.asarray(values))
-    return f"{np.mean(values):.3f} [{low:.3f}, {high:.3f}]"
+def mean_and_interval(values: list[float]) -> str:
+    """'0.412 [0.380, 0.444]': the mean of the finite values and its t interval over seeds."""
+    finite = np.asarray([v for v in values if np.isfinite(v)])
+    if len(finite) < 2:
+        return "–" if not len(finite) else f"{finite[0]:.3f} (one seed)"
+    low, high = interval_of_mean(finite)
+    return f"{finite.mean():.3f} [{low:.3f}, {high:.3f}]"
 
 
 def _markdown(found: Mapping[tuple[str, int], Measured], groups, metric: str) -> str:
@@ -202,12 +258,12 @@ def _markdown(found: Mapping[tuple[str, int], Measured], groups, metric: str) ->
         mine = [m for (name, _), m in found.items() if name == group.name]
         if not mine:
             continue
-        sizes = sorted({int(m.sets[0].sum()) for m in mine})
+        sizes = sorted({len(m.sets[0]) for m in mine})
         per_seed = [m.values(metric) for m in mine]
         size = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}–{sizes[-1]}"
         rows.append((group.variant, group.text, size,
                      f"{np.mean([m.with_all for m in mine]):.3f}",
-                     *(_mean_and_interval([v[what] for v in per_seed])
+                     *(mean_and_interval([v[what] for v in per_seed])
                        for what in ("without", "random", "random_share"))))
     table = markdown_table(
         ["variant", "group", "heads in it (over seeds)", f"{metric}, all heads",

@@ -27,11 +27,12 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from transformer_jax.studies.analysis import head_controls, head_importance, head_roles
-from transformer_jax.studies.analysis.restore import finished_run_dirs, restore_variant
+from transformer_jax.studies.analysis import group_knockout, head_controls, head_importance
+# in_layer: a group's select (a role's heads of one layer), as experiment files read it here
+from transformer_jax.studies.analysis.group_knockout import (Measured, heads_text, in_layer,
+                                                            mean_and_interval)
 from transformer_jax.studies.checks import Section
 from transformer_jax.studies.markdown import markdown_table
-from transformer_jax.studies.stats import interval_of_mean
 
 CSV_FILE = "matched_knockout.csv"
 DRAWS = 16  # matched random sets per group and seed
@@ -48,14 +49,6 @@ class MatchedGroup:
     variant: str
     select: Callable[[Mapping[str, np.ndarray]], np.ndarray]
     thresholds: Mapping[str, float]
-
-
-def in_layer(passed: np.ndarray, layer: int) -> np.ndarray:
-    """passed [L, H] bool -> the same, true only in `layer` (a group's select: a role's heads of
-    one layer)."""
-    chosen = np.zeros_like(passed, dtype=bool)
-    chosen[layer] = passed[layer]
-    return chosen
 
 
 def top_in_layer(scores: np.ndarray, threshold: float, layer: int, most: int) -> np.ndarray:
@@ -76,32 +69,11 @@ def metric_names(group: str, metric: str = "accuracy") -> dict[str, str]:
             "random_share": f"matched/{group}/random_share"}
 
 
-@dataclasses.dataclass(frozen=True)
-class Measured:
-    """One seed's knock-outs of one group: the sets (the group first, then the matched ones;
-    only the group where the control was refused, and `refused` says why) and the metric with
-    every head and without each set."""
-    sets: tuple[tuple[head_controls.Head, ...], ...]
-    with_all: float
-    without: np.ndarray  # [len(sets)]
-    refused: str = ""
-
-    def drops(self, metric: str) -> np.ndarray:
-        worse = self.with_all - self.without
-        return worse if metric == "accuracy" else -worse
-
-    def values(self, metric: str) -> dict[str, float]:
-        drop = self.drops(metric)
-        random = float(drop[1:].mean()) if len(drop) > 1 else np.nan
-        return {"without": float(self.without[0]),
-                "random": float(self.without[1:].mean()) if len(drop) > 1 else np.nan,
-                "random_share": random / max(float(drop[0]), head_importance.SMALL)}
-
-
-def plan(group: MatchedGroup, scores: Mapping[str, np.ndarray], seed: int
+def plan(group: MatchedGroup, scores: Mapping[str, np.ndarray], seed: int, index: int = 0
          ) -> tuple[list[tuple[head_controls.Head, ...]], str]:
     """([the group, then DRAWS matched sets], '') for one seed, or ([the group], why) where no
-    matched set exists ([], why for an empty group)."""
+    matched set exists ([], why for an empty group): group_knockout's `Plan` (`index` unused:
+    head_controls draws from the seed and the group's heads)."""
     picked = np.asarray(group.select(scores), bool)
     heads = tuple((int(layer), int(head)) for layer, head in np.argwhere(picked))
     roles = np.stack([scores[role] for role in group.thresholds], axis=-1)  # [L, H, roles]
@@ -114,47 +86,10 @@ def plan(group: MatchedGroup, scores: Mapping[str, np.ndarray], seed: int
     return sets, ""
 
 
-def _mask(sets, shape: tuple[int, int]) -> np.ndarray:
-    """[len(sets), L, H]: 0 where a set knocks a head out, else 1."""
-    masks = np.ones((len(sets),) + shape, np.float32)
-    for k, heads in enumerate(sets):
-        for layer, head in heads:
-            masks[k, layer, head] = 0.0
-    return masks
-
-
 def measure(restored, rows: Mapping, groups: tuple[MatchedGroup, ...], metric: str,
             max_examples: int) -> dict[tuple[str, int], Measured]:
-    """(group name, seed) -> Measured, for the seeds with role scores; every set of every seed
-    and group in one evaluation (mask 0 of each seed: every head)."""
-    cfg = restored.run.model
-    shape = (cfg.num_layers, cfg.num_heads)
-    planned = {}  # (group name, seed index) -> (sets, why)
-    for i, seed in enumerate(restored.seeds):
-        scores = head_importance.role_scores(rows, groups[0].variant, seed, shape)
-        for group in groups if scores else ():
-            sets, why = plan(group, scores, seed)
-            if sets:
-                planned[(group.name, i)] = (sets, why)
-    per_seed = [[(name, sets) for (name, j), (sets, _) in planned.items() if j == i]
-                for i in range(len(restored.seeds))]
-    width = max((sum(len(s) for _, s in chosen) for chosen in per_seed), default=0)
-    if width == 0:
-        return {}
-    masks = np.ones((len(restored.seeds), 1 + width) + shape, np.float32)
-    for i, chosen in enumerate(per_seed):
-        flat = [heads for _, sets in chosen for heads in sets]
-        masks[i, 1:1 + len(flat)] = _mask(flat, shape)
-    values = head_importance.masked_values(restored, masks, metric, max_examples)  # [S, 1 + W]
-    found = {}
-    for i, chosen in enumerate(per_seed):
-        start = 1
-        for name, sets in chosen:
-            found[(name, restored.seeds[i])] = Measured(
-                tuple(sets), float(values[i, 0]), values[i, start:start + len(sets)],
-                planned[(name, i)][1])
-            start += len(sets)
-    return found
+    """(group name, seed) -> Measured: group_knockout's knock-outs, against matched sets."""
+    return group_knockout.measure(restored, rows, groups, metric, max_examples, plan)
 
 
 def make_analysis(groups: tuple[MatchedGroup, ...], metric: str = "accuracy",
@@ -172,36 +107,12 @@ def make_analysis(groups: tuple[MatchedGroup, ...], metric: str = "accuracy",
 def analyse(root: Path, runs: Mapping, groups: tuple[MatchedGroup, ...],
             metric: str = "accuracy", max_examples: int = head_importance.MAX_EXAMPLES
             ) -> Section:
-    found = _measure_variants(root, runs, groups, metric, max_examples)
+    found = group_knockout.measure_variants(root, runs, groups, metric, max_examples, plan)
     if not found:
         return Section("No finished run with head roles to knock groups of heads out of.\n")
     _write_csv(found, groups, metric, root / CSV_FILE)
-    variant_of = {g.name: g.variant for g in groups}
-    values: dict[str, dict] = {}  # metric name -> (variant, seed) -> value
-    for (name, seed), m in found.items():
-        names = metric_names(name, metric)
-        for what, value in m.values(metric).items():
-            values.setdefault(names[what], {})[(variant_of[name], seed)] = value
-    return Section(_markdown(found, groups, metric), values=values)
-
-
-def _measure_variants(root: Path, runs: Mapping, groups: tuple[MatchedGroup, ...], metric: str,
-                      max_examples: int) -> dict[tuple[str, int], Measured]:
-    """`measure` on each variant the groups name that has finished runs."""
-    rows = head_importance.read_head_roles(root / head_roles.CSV_FILE)
-    dirs = finished_run_dirs(root, runs)
-    found: dict[tuple[str, int], Measured] = {}
-    for variant in dict.fromkeys(g.variant for g in groups):
-        if variant in dirs:
-            found.update(measure(restore_variant(dirs[variant]), rows,
-                                 tuple(g for g in groups if g.variant == variant), metric,
-                                 max_examples))
-    return found
-
-
-def heads_text(heads) -> str:
-    """((1, 0), (1, 2)) -> 'L1H0 L1H2'."""
-    return " ".join(f"L{layer}H{head}" for layer, head in heads)
+    return Section(_markdown(found, groups, metric),
+                   values=group_knockout.judged_values(found, groups, metric, metric_names))
 
 
 def _write_csv(found: Mapping[tuple[str, int], Measured], groups, metric: str,
@@ -218,14 +129,6 @@ def _write_csv(found: Mapping[tuple[str, int], Measured], groups, metric: str,
                                  f"{without:.4f}", f"{drop:.4f}", m.refused])
 
 
-def _mean_and_interval(values: list[float]) -> str:
-    finite = np.asarray([v for v in values if np.isfinite(v)])
-    if len(finite) < 2:
-        return "–" if not len(finite) else f"{finite[0]:.3f} (one seed)"
-    low, high = interval_of_mean(finite)
-    return f"{finite.mean():.3f} [{low:.3f}, {high:.3f}]"
-
-
 def _markdown(found: Mapping[tuple[str, int], Measured], groups, metric: str) -> str:
     rows, refusals = [], []
     for group in groups:
@@ -238,7 +141,7 @@ def _markdown(found: Mapping[tuple[str, int], Measured], groups, metric: str) ->
         rows.append((group.variant, group.text, size,
                      f"{sum(not m.refused for m in mine.values())} of {len(mine)}",
                      f"{np.mean([m.with_all for m in mine.values()]):.3f}",
-                     *(_mean_and_interval([v[what] for v in per_seed])
+                     *(mean_and_interval([v[what] for v in per_seed])
                        for what in ("without", "random", "random_share"))))
         refusals += [f"- {group.name}, seed {seed}: {m.refused}"
                      for seed, m in sorted(mine.items()) if m.refused]
