@@ -94,6 +94,10 @@ def get_study(size: str) -> Study:
             "judged its share 'holds' on the one measured seed): a variant with one measured "
             "run is inconclusive; the first results are judged under it. No threshold, "
             "variant, seed or group moved",
+            "9353e15: group_knockout and matched_knockout share one knock-out (the random sets "
+            "a plan): the measured code moved the fingerprint, so the study was re-run at the "
+            "next commit; the sets drawn and the values computed are as before, and no "
+            "threshold, variant, seed or group moved",
         ),
     )
 
