@@ -421,3 +421,23 @@ def test_a_bar_inside_a_cell_does_not_split_it():
     for line in (verdict_text.table(["expected", "verdict"], [["max |f(x)| ≤ 1", "holds"]])[2],
                  markdown_table(["max |f(x)|", "n"], [("a|b", 1.0)]).splitlines()[0]):
         assert line.replace("\\|", "").count("|") == 3, line
+
+
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
+def test_check_names_each_stale_page_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(forest, "write_forest", lambda record, path, machine="": None)
+    results = _copy_results(tmp_path, ["scaling"])
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{pages.HEADLINE_START}\nold\n{pages.HEADLINE_END}\n")
+    args = [f"--results={results}", f"--readme={readme}"]
+    assert pages.main([*args, "--check"]) == 1  # nothing written yet
+    assert not (results / "scaling.md").exists() and "old" in readme.read_text()
+    assert pages.main(args) == 0 and pages.main([*args, "--check"]) == 0
+    page = results / "scaling.md"
+    page.write_text(page.read_text() + "edited\n")
+    capsys.readouterr()
+    assert pages.main([*args, "--check"]) == 1 and page.read_text().endswith("edited\n")
+    assert capsys.readouterr().err == (f"error: {page} is out of date: run python -m "
+                                       "transformer_jax.studies.pages\n")
+    readme.write_text(readme.read_text().replace("[scaling]", "[renamed]"))
+    assert pages.out_of_date(results, readme=readme) == [page, readme]

@@ -426,6 +426,24 @@ def write_results(results_dir: Path, experiments_dir: Optional[Path] = None,
     return written + [_write(Path(results_dir) / INDEX, index_page(Path(results_dir), entries))]
 
 
+def out_of_date(results_dir: Path, experiments_dir: Optional[Path] = None,
+                readme: Optional[Path] = None) -> list[Path]:
+    """The pages of a results directory (each study's page, the index) and the README headline
+    table that differ from what `write_results` and `update_readme` would write; nothing is
+    written. The forest plots are not compared: they are drawn on a write (their PNG bytes
+    follow the matplotlib build; tests/studies/test_forest.py checks what they draw)."""
+    results_dir = Path(results_dir)
+    entries = results_entries(results_dir, experiments_dir)
+    expected = {e.files.page: study_page(e) for e in entries if e.ran}
+    expected[results_dir / INDEX] = index_page(results_dir, entries)
+    if readme is not None:
+        text = Path(readme).read_text()
+        expected[Path(readme)] = replace_headline(
+            text, headline_table(results_dir, Path(readme).parent, experiments_dir), Path(readme))
+    return [path for path, text in expected.items()
+            if not path.is_file() or path.read_text() != text]
+
+
 def write_run_page(study: Study, root: Path, experiment: Optional[str] = None) -> Path:
     """root/README.md: the page of the study whose report the sweep just wrote into root (from
     the experiment file at `experiment`, where known)."""
@@ -456,7 +474,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="README whose headline table to rewrite ('' for none)")
     parser.add_argument("--export", action="append", default=[],
                         help="a sweep's --workdir whose results to copy in first (repeatable)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 naming each page that is out of date")
     args = parser.parse_args(argv)
+    if args.check:
+        return _check(args)
     try:
         experiments = Path(args.experiments) if args.experiments else None
         if experiments is not None and not experiments.is_dir():
@@ -476,6 +498,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"copied {len(copied)} results files into {args.results}")
     print(f"wrote {len(written)} files: {', '.join(str(p) for p in written)}")
     return 0
+
+
+def _check(args) -> int:
+    try:
+        stale = out_of_date(Path(args.results), Path(args.experiments) if args.experiments
+                            else None, Path(args.readme) if args.readme else None)
+    except (PageError, ConfigError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for path in stale:
+        print(f"error: {path} is out of date: run python -m transformer_jax.studies.pages",
+              file=sys.stderr)
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
