@@ -109,9 +109,9 @@ def judged(expectations: Sequence[Expectation], judgements: Sequence[Judgement],
     """The expectations' records and their counts. The counts are the findings' (the claim's
     evidence), each finding with what it becomes under Holm's correction over the study's
     findings (`p`: the p-values of their settled verdicts, multiplicity.py; `stopped`: where
-    each diverged run stopped, which tells a run without a value that did not diverge); the checks and
-    the post hoc expectations are counted apart ("checks", "post_hoc"), without Holm, and a
-    check that does not hold is an alarm: the instrument may be broken."""
+    each diverged run stopped, which tells a run without a value that did not diverge); the
+    checks and the post hoc expectations are counted apart ("checks", "post_hoc"), without
+    Holm, and a check that does not hold is an alarm: the instrument may be broken."""
     kinds = [e.kind for e in expectations]
     rows = [expectation_record(e, j, stopped) for e, j in zip(expectations, judgements)]
     found = _kind_counts(Kind.FINDING, kinds, judgements)
