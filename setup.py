@@ -40,7 +40,7 @@ INSTALL_REQUIRES = [
     "numpy>=2.0",  # the floor of jax 0.10
     "psutil>=5.9",
     "scipy>=1.14",  # scipy.stats (t, binomtest) for study verdicts; the floor of jax 0.10
-    # the progress bars (train/terminal.py, studies/terminal.py: set_postfix(refresh=), a
+    # the progress bars (train/terminal.py, studies/run/terminal.py: set_postfix(refresh=), a
     # bar_format with {postfix}); tensorflow-datasets brings it, unbounded, but we import it.
     # A floor old enough (2021) to have those, not one measured to be the oldest that works.
     "tqdm>=4.60",

@@ -54,7 +54,7 @@ import numpy as np
 
 from transformer_jax.studies.analysis import group_knockout, head_importance, head_roles
 from transformer_jax.studies.analysis.restore import finished_run_dirs, restore_variant
-from transformer_jax.studies.markdown import markdown_table
+from transformer_jax.studies.render.markdown import markdown_table
 from transformer_jax.studies.study import (Comparison, Expectation, Kind, Study, load_config,
                                            study_schedule)
 

@@ -7,7 +7,7 @@ benchmark's results, a new hook point or a new suite.
 
 Each generator also runs alone; this runs them all, in this order (GENERATORS):
   - the results pages, their index and README's headline table
-    (python -m transformer_jax.studies.pages; its forest plots are drawn on a write and not
+    (python -m transformer_jax.studies.render.pages; its forest plots are drawn on a write and not
     compared on a check);
   - docs/pretrained.md (scripts/pretrained_page.py), from pretrained_claims' results;
   - docs/performance.md (scripts/bench/page.py), from the benchmarks' results;
@@ -27,7 +27,7 @@ import hooks_page
 import pretrained_page
 import suites_page
 
-from transformer_jax.studies import pages
+from transformer_jax.studies.render import pages
 
 REPO = Path(__file__).resolve().parents[1]
 

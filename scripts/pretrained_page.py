@@ -5,7 +5,7 @@ retyped:
 
 From experiments/results/pretrained_parity.json (scripts/pretrained_parity.py: the checkpoint
 against BertModel) and the study pretrained_claims' record (pretrained_claims_verdict.json,
-pretrained_claims_head_roles.json: `python -m transformer_jax.studies.evaluate`, then `pages
+pretrained_claims_head_roles.json: `python -m transformer_jax.studies.run.evaluate`, then `pages
 --export`). The text goes between `<!-- generated:start -->` and `<!-- generated:end -->`;
 `--check` writes nothing and fails when the page is not what the results files give.
 """
@@ -40,7 +40,7 @@ def parity_lines(parity: dict) -> list[str]:
 
 
 def findings_lines(record: dict, roles: dict) -> list[str]:
-    from transformer_jax.studies import verdict_text
+    from transformer_jax.studies.render import verdict_text
     from transformer_jax.studies.analysis.checkpoint_analysis import role_table
     scores = np.asarray(roles["scores"])
     checks = [c for section in record["analyses"] for c in section["checks"]]

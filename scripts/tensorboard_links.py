@@ -1,7 +1,7 @@
 """The links scripts/tensorboard.sh prints before it starts TensorBoard on LOGDIR: one per study
 found below LOGDIR (a directory whose config.json names a study, as the sweep writes it), its
 runs named as TensorBoard names them for that LOGDIR, the seeds of a variant in one colour, the
-cards the sweep's own links pin (its view file: studies/board.py) pinned on top.
+cards the sweep's own links pin (its view file: studies/render/board.py) pinned on top.
 
     python scripts/tensorboard_links.py LOGDIR [tensorboard flags: --port=N is read]
 """
@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from transformer_jax.studies import board, terminal
+from transformer_jax.studies.render import board
+from transformer_jax.studies.run import terminal
 
 
 def find_studies(logdir: Path) -> list[tuple[Path, str, int]]:

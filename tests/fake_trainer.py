@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from transformer_jax.studies import grid, jobs, report, schedule
+from transformer_jax.studies import grid, report
+from transformer_jax.studies.run import jobs, schedule
 from transformer_jax.train import workdir as workdir_lib
 
 RunAt = Callable[[Any, str, int], dict]  # (study, variant, step) -> {"status", "curves"}

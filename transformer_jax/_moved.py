@@ -18,6 +18,7 @@ import contextlib
 import importlib
 import importlib.abc
 import importlib.util
+import runpy
 import sys
 import types
 import warnings
@@ -51,6 +52,14 @@ def moved(old: str, new: str) -> tuple[Callable[[str], Any], Callable[[], list[s
         return dir(importlib.import_module(new))
 
     return __getattr__, __dir__
+
+
+def run_moved(old: str, new: str) -> None:
+    """`python -m old` of a module that moved: warns once, naming the new command, then runs
+    `new` as __main__ with the same arguments."""
+    warnings.warn(f"python -m {old} is deprecated and will be removed in the next release: "
+                  f"run python -m {new} instead", DeprecationWarning, stacklevel=2)
+    runpy.run_module(new, run_name="__main__", alter_sys=True)
 
 
 class _RemovedPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):

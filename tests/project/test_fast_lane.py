@@ -211,7 +211,7 @@ REFRESH = "scripts/test.sh --fast --store-fast-lane-modules (docs/testing.md)"
 # A module that runs only as a command: its absl flags and those of a module the suite imports
 # in-process share one registry, so importing both in one process fails (main's --workdir and
 # the sweep's). Its tests run it as a command (tests/train/test_train.py, test_cli_errors.py).
-COMMAND_ONLY = {"transformer_jax/main.py": "transformer_jax/studies/sweep.py"}
+COMMAND_ONLY = {"transformer_jax/main.py": "transformer_jax/studies/run/sweep.py"}
 
 
 def _flag_names(path: Path) -> set[str]:

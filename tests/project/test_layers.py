@@ -58,6 +58,20 @@ def test_an_analysis_importing_what_publishes_breaks_the_contract(tmp_path):
     assert "transformer_jax.studies.analysis.depth -> transformer_jax.studies.report" in report
 
 
+def test_a_room_of_studies_importing_a_room_above_it_breaks_the_contract(tmp_path):
+    """studies/ in rooms (issue 67, item 1): what renders a study reading the report, or the
+    report reaching into the sweep, is reported; so is a moved module's old path used inside."""
+    report = lint_with_added_import(tmp_path / "render", "studies/render/pages.py",
+                                    "from transformer_jax.studies import report")
+    assert "transformer_jax.studies.render.pages -> transformer_jax.studies.report" in report
+    report = lint_with_added_import(tmp_path / "report", "studies/report.py",
+                                    "from transformer_jax.studies.run import jobs")
+    assert "transformer_jax.studies.report -> transformer_jax.studies.run.jobs" in report
+    report = lint_with_added_import(tmp_path / "old_path", "studies/record.py",
+                                    "from transformer_jax.studies import plots")
+    assert "transformer_jax.studies.record -> transformer_jax.studies.plots" in report
+
+
 def test_the_training_layers_public_names_are_its_packages():
     """`transformer_jax.train` states the training layer's public names; `loop.__all__` lists
     only what loop.py defines (not a second, older list of the layer's names)."""

@@ -17,7 +17,17 @@ CHANGELOG = REPO / "docs" / "changelog.md"
 MOVED = {"transformer_jax.train.hugepages": ("transformer_jax.runtime.hugepages",
                                              "reexec_if_useful"),
          "transformer_jax.train.compile_memory": ("transformer_jax.runtime.compile_memory",
-                                                  "give_back")}
+                                                  "give_back"),
+         # studies/ in rooms (issue 67, item 1): a module and one name each
+         **{f"transformer_jax.studies.{module}": (f"transformer_jax.studies.{room}.{module}", name)
+            for room, module, name in (
+                ("render", "markdown", "markdown_table"), ("render", "bounds", "metric_bounds"),
+                ("render", "plots", "plot_curves"), ("render", "forest", "verdict_class"),
+                ("render", "verdict_text", "verdict_markdown"), ("render", "pages", "main"),
+                ("render", "board", "COMPARE_DIR"), ("run", "sweep", "main"),
+                ("run", "jobs", "Task"), ("run", "schedule", "Sweep"),
+                ("run", "plan", "Plan"), ("run", "terminal", "headline_metric"),
+                ("run", "evaluate", "main"))}}
 
 # Each old path used three ways in one fresh process (the warning is once per process): `from
 # ... import`, an attribute of `import ... as`, and again; what warned, where, and whether the
@@ -99,3 +109,17 @@ def test_the_package_roots_names_do_not_warn():
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines()[-1] == "[]"
+
+
+def test_an_old_command_path_still_runs_and_names_the_new_command():
+    """`python -m transformer_jax.studies.pages` (documented before the rooms) warns once with
+    the new command, then is that command: the same arguments reach it, its exit status too."""
+    proc = subprocess.run([sys.executable, "-W", "default", "-m", "transformer_jax.studies.pages",
+                           "--no-such-flag"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]  # argparse's, for the bad flag
+    warned = [line for line in proc.stderr.splitlines() if "DeprecationWarning" in line]
+    assert len(warned) == 1 and "run python -m transformer_jax.studies.render.pages instead" \
+        in warned[0], proc.stderr[-3000:]
+    assert "python -m transformer_jax.studies.render.pages: error: unrecognized arguments: " \
+        "--no-such-flag" in proc.stderr, proc.stderr[-3000:]

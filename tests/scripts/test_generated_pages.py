@@ -32,7 +32,7 @@ def test_every_page_generator_is_run():
     generators = _modules_calling_write_or_check()
     assert {"pretrained_page", "bench.page", "hooks_page", "suites_page"} <= generators
     assert generators <= _imported_by(SCRIPTS / "generated_pages.py")
-    assert "transformer_jax.studies.pages" in _imported_by(SCRIPTS / "generated_pages.py")
+    assert "transformer_jax.studies.render.pages" in _imported_by(SCRIPTS / "generated_pages.py")
     assert len(generated_pages.GENERATORS) == len(generators) + 1  # + the results pages
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.studies import report, sweep
+from transformer_jax.studies import report
 from transformer_jax.studies.analysis import batch_independence as bi
+from transformer_jax.studies.run import sweep
 from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""A study's comparison for TensorBoard (studies/board.py): the swept fields, each judged
+"""A study's comparison for TensorBoard (studies/render/board.py): the swept fields, each judged
 metric's card (a variant's mean over its finished seeds; log10 where the figure's axis is
 log), the Custom Scalars layout, and comparison runs rewritten only when the runs changed."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from transformer_jax.studies import board
+from transformer_jax.studies.render import board
 from transformer_jax.train import summaries
 
 

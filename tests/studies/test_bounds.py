@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from transformer_jax.studies import bounds, verdict_text
+from transformer_jax.studies.render import bounds, verdict_text
 
 NEAR_ONE = {"n": 3, "mean": 0.9997, "std": 0.00047, "low": 0.9982, "high": 1.001}
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from transformer_jax.studies import cap_reason, catalog, pages, suite_time
+from transformer_jax.studies import cap_reason, catalog, suite_time
+from transformer_jax.studies.render import pages
 
 RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"
 

@@ -15,9 +15,10 @@ import pytest
 from transformer_jax.config import ConfigError
 from transformer_jax.model.pretrained import (mean_pool, packaged_checkpoint, tokenize,
                                               with_config)
-from transformer_jax.studies import evaluate as evaluate_lib
-from transformer_jax.studies import record, sweep
+from transformer_jax.studies import record
 from transformer_jax.studies.analysis import checkpoint_claims, checkpoint_roles, head_controls
+from transformer_jax.studies.run import evaluate as evaluate_lib
+from transformer_jax.studies.run import sweep
 from transformer_jax.studies.analysis.checkpoint_probe import Ablation, cosine_distance, pad_batch
 from transformer_jax.studies.study import load_study
 

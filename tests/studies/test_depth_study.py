@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from transformer_jax.studies.analysis import depth as depth_eval
-from transformer_jax.studies import bounds, study as study_lib
+from transformer_jax.studies import study as study_lib
 from transformer_jax.studies.loading import load_module
+from transformer_jax.studies.render import bounds
 from transformer_jax.train import check_config
 
 REPO = Path(__file__).resolve().parents[2]

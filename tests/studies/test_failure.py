@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.studies import terminal, verdict_text
+from transformer_jax.studies.run import terminal
+from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.stats import Failure, how_it_failed
 from transformer_jax.studies.study import NO_EFFECT, Comparison, Expectation, Verdict
 

@@ -1,6 +1,6 @@
-"""The forest plot (studies/forest.py), read back from matplotlib's objects, not its pixels: a
-row per expectation in the record's order, each in its verdict's colour with its kind's marker,
-on the scale it was judged on, its threshold and accepted region where the record puts them."""
+"""The forest plot (studies/render/forest.py), read back from matplotlib's objects, not its pixels:
+a row per expectation in the record's order, each in its verdict's colour with its kind's marker, on
+the scale it was judged on, its threshold and accepted region where the record puts them."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,8 @@ import matplotlib.colors
 import matplotlib.pyplot
 import pytest
 
-from transformer_jax.studies import forest, pages, provenance
+from transformer_jax.studies import provenance
+from transformer_jax.studies.render import forest, pages
 
 RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"
 GREEN, RED, ORANGE, GREY = "#2ca02c", "#d62728", "#ff7f0e", "#7f7f7f"

@@ -144,7 +144,7 @@ def test_a_sweep_grows_the_grid_until_the_cap_and_records_the_grid_reached(tmp_p
     the sweep trains the next point out; with cap=1 it stops by the second stage at the latest.
     A second sweep over the ended runs reads the same grid back and trains nothing."""
     from tiny_study import tiny_study_tuned
-    from transformer_jax.studies import sweep
+    from transformer_jax.studies.run import sweep
 
     study, root = tiny_study_tuned(tmp_path / "data"), tmp_path / "study"
     assert sweep.run_study(study, str(root))
@@ -184,7 +184,7 @@ def get_study(size):
 def test_a_worker_trains_a_candidate_its_experiment_file_does_not_declare(tmp_path):
     """--jobs=N: a worker loads the declared study from the experiment file; a task for a point
     the grid extension added names a candidate that study lacks, which the worker adds."""
-    from transformer_jax.studies import jobs
+    from transformer_jax.studies.run import jobs
 
     tests = Path(__file__).resolve().parents[1]
     experiment = tmp_path / "tuned.py"
@@ -216,8 +216,8 @@ def test_with_a_plateau_the_grid_settles_at_each_budget_and_every_run_trains_on(
     """Stage by stage: at 10 steps 3e-3 is the top and chosen, so 9e-3 trains; it is chosen
     and the top, so 2.7e-2 trains; 9e-3 is then interior. 'pre' still climbs, so every run,
     the added ones too, trains on to 20, where the grid is settled and the arms flat."""
-    from transformer_jax.studies import sweep
     from transformer_jax.studies.plateau import Plateau
+    from transformer_jax.studies.run import sweep
     from transformer_jax.studies.study import load_config
 
     fake = fake_trainer.FakeTrainer(monkeypatch, _fake_run)
@@ -256,7 +256,7 @@ def test_an_integer_field_grows_by_whole_numbers_and_stops_below_one():
 
 
 def test_the_page_shows_the_grid_reached_and_flags_an_optimum_the_cap_left_at_an_edge():
-    from transformer_jax.studies import verdict_text
+    from transformer_jax.studies.render import verdict_text
     grown = {"field": "train.learning_rate", "factor": 3.0, "cap": 1, "declared": [1e-3, 3e-3],
              "reached": [3e-4, 1e-3, 3e-3, 9e-3], "interior": False,
              "left_at_edge": [{"seed": 2, "edge": "high", "value": 9e-3}]}

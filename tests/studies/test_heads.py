@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from transformer_jax.studies.analysis import head_importance, head_roles
-from transformer_jax.studies import sweep
+from transformer_jax.studies.run import sweep
 from transformer_jax.data import DataError, synthetic
 from transformer_jax.model.transformer import count_params
 from transformer_jax.studies.study import Study, load_module, load_study

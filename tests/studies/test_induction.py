@@ -7,8 +7,8 @@ import pytest
 from tiny_study import tiny_experiment
 
 from transformer_jax.data import synthetic
-from transformer_jax.studies import sweep
 from transformer_jax.studies.analysis import head_importance, head_roles
+from transformer_jax.studies.run import sweep
 from transformer_jax.studies.study import load_module, load_study
 
 REPO = Path(__file__).resolve().parents[2]

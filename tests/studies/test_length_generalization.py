@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from transformer_jax.studies.analysis import length as length_eval
-from transformer_jax.studies import sweep
+from transformer_jax.studies.run import sweep
 from transformer_jax.data import DataError, synthetic
 from transformer_jax.studies.study import Study, load_study
 

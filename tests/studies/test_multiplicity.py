@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from transformer_jax.studies import multiplicity, report, verdict_text
+from transformer_jax.studies import multiplicity, report
+from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.study import Comparison, Expectation, Study, Verdict
 
 HOLDS, FAILS, UNSURE = Verdict.HOLDS, Verdict.FAILS, Verdict.INCONCLUSIVE

@@ -18,9 +18,10 @@ import jax
 import numpy as np
 import pytest
 
-from transformer_jax.studies import forest, pages
-from transformer_jax.studies import preregistration, provenance, record, suite_time, verdict_text
-from transformer_jax.studies import sweep
+from transformer_jax.studies import preregistration, provenance, record, suite_time
+from transformer_jax.studies.render import forest, pages
+from transformer_jax.studies.render import verdict_text
+from transformer_jax.studies.run import sweep
 from transformer_jax.train import workdir as workdir_lib
 
 from tiny_study import tiny_study
@@ -88,7 +89,8 @@ def test_committed_pages_are_what_the_code_writes_from_the_committed_results(tmp
     assert written == sorted([pages.INDEX] + [f"{n}.md" for n in STUDIES])
     for name in written:
         assert (results / name).read_bytes() == (RESULTS / name).read_bytes(), (
-            f"experiments/results/{name} is stale: run python -m transformer_jax.studies.pages")
+            f"experiments/results/{name} is stale: run python -m "
+            "transformer_jax.studies.render.pages")
     text = readme.read_text()
     if expected_readme:
         assert text == expected_readme, "README.md's headline table is stale: run the same"
@@ -416,8 +418,8 @@ def test_export_copies_a_sweeps_results_with_their_links_renamed(tmp_path, capsy
 
 def test_a_bar_inside_a_cell_does_not_split_it():
     """An expectation about |f(P·x) − P·f(x)| keeps its row's cells (positions' did not)."""
-    from transformer_jax.studies import verdict_text
-    from transformer_jax.studies.markdown import markdown_table
+    from transformer_jax.studies.render import verdict_text
+    from transformer_jax.studies.render.markdown import markdown_table
     for line in (verdict_text.table(["expected", "verdict"], [["max |f(x)| ≤ 1", "holds"]])[2],
                  markdown_table(["max |f(x)|", "n"], [("a|b", 1.0)]).splitlines()[0]):
         assert line.replace("\\|", "").count("|") == 3, line
@@ -438,6 +440,6 @@ def test_check_names_each_stale_page_and_writes_nothing(tmp_path, monkeypatch, c
     capsys.readouterr()
     assert pages.main([*args, "--check"]) == 1 and page.read_text().endswith("edited\n")
     assert capsys.readouterr().err == (f"error: {page} is out of date: run python -m "
-                                       "transformer_jax.studies.pages\n")
+                                       "transformer_jax.studies.render.pages\n")
     readme.write_text(readme.read_text().replace("[scaling]", "[renamed]"))
     assert pages.out_of_date(results, readme=readme) == [page, readme]

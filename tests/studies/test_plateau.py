@@ -12,9 +12,11 @@ import pytest
 
 import fake_trainer
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import jobs as jobs_lib
-from transformer_jax.studies import report, sweep, tuning, verdict_text
+from transformer_jax.studies import report, tuning
 from transformer_jax.studies.plateau import Plateau, stage
+from transformer_jax.studies.run import jobs as jobs_lib
+from transformer_jax.studies.run import sweep
+from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.study import Comparison, Expectation, Study, load_config
 from transformer_jax.train import workdir as workdir_lib
 
@@ -145,7 +147,7 @@ def test_the_page_shows_the_budget_reached_each_arms_late_gain_and_what_stopped_
     page = verdict_text.verdict_markdown(record)
     assert "**Budget reached: 25 steps; the cap stopped it: an arm was still gaining.**" in page
     assert "| slow | +0.06667 (still gaining) | +0.1333 (still gaining) | +0.2 (still gaining) |" in page
-    from transformer_jax.studies import pages  # the study's page: the same section
+    from transformer_jax.studies.render import pages  # the study's page: the same section
     entry = pages.Entry.of(study, pages.StudyFiles("plateau", Path("."), pages.Layout.RUN))
     shown = pages.render_page(entry, record, "", None)
     assert shown.index("## Budget: to the plateau") < shown.index("## Final metrics")

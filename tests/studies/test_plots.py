@@ -1,4 +1,4 @@
-"""The study figure (transformer_jax/studies/plots.py) on constructed curves shaped like
+"""The study figure (transformer_jax/studies/render/plots.py) on constructed curves shaped like
 norm_placement's (one variant's loss ~100x and gradient norm ~10^4x the others'), its colours
 and line styles from the variants' overrides (qk_norm's, positions'), overlapping curves, the
 labels (normalized entropy, the eval lengths), the length analysis' figure, and the depth
@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer_jax.studies import plots, stats
+from transformer_jax.studies import stats
+from transformer_jax.studies.render import plots
 
 REPO = Path(__file__).resolve().parents[2]
 VARIANTS = ["post", "pre", "no_norm", "post_no_warmup", "pre_no_warmup", "pre_dyt", "pre_rms"]

@@ -105,7 +105,8 @@ def _committed_studies() -> list[tuple[str, str]]:
 
 @pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_the_page_shows_the_fingerprint_and_both_commits(tmp_path):
-    from transformer_jax.studies import pages, provenance
+    from transformer_jax.studies import provenance
+    from transformer_jax.studies.render import pages
 
     results = _copy_experiments(tmp_path) / "results"
     study = load_study(EXPERIMENTS / "positions.py", "default")
@@ -144,7 +145,7 @@ def test_a_design_changed_after_the_run_and_rejudged_is_found(results_copy):
 
 @pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_every_page_shows_its_design_commit_first_results_commit_and_amendments():
-    from transformer_jax.studies import pages
+    from transformer_jax.studies.render import pages
 
     walk = history.Repository(REPO)
     for entry in [e for e in pages.results_entries(RESULTS) if e.ran]:

@@ -69,7 +69,9 @@ def _published(tmp_path, size: str, study=None, runs=None):
 
 def test_a_verdict_judged_at_tiny_says_so_everywhere_it_appears(tmp_path, outside_a_checkout):
     """The record, verdict.md, the page, the index cell and the terminal all name the size."""
-    from transformer_jax.studies import record, terminal, verdict_text
+    from transformer_jax.studies import record
+    from transformer_jax.studies.run import terminal
+    from transformer_jax.studies.render import verdict_text
 
     root = _published(tmp_path, "tiny")
     found = record.read(root / record.FILE)
@@ -83,7 +85,8 @@ def test_a_verdict_judged_at_tiny_says_so_everywhere_it_appears(tmp_path, outsid
 
 
 def test_a_verdict_at_the_default_size_names_no_size(tmp_path, outside_a_checkout):
-    from transformer_jax.studies import record, verdict_text
+    from transformer_jax.studies import record
+    from transformer_jax.studies.render import verdict_text
 
     root = _published(tmp_path, "default")
     found = record.read(root / record.FILE)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from transformer_jax.studies import report
-from transformer_jax.studies import plan as plan_lib
 from transformer_jax.studies import provenance
-from transformer_jax.studies import sweep
+from transformer_jax.studies.run import plan as plan_lib
+from transformer_jax.studies.run import sweep
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.config import ConfigError
 from transformer_jax.studies.study import Comparison, Expectation, Verdict, load_study
@@ -63,7 +63,7 @@ def test_sweep_end_to_end_then_rerun_changes_no_run(tmp_path):
 def test_a_probes_task_alone_does_not_count_as_training():
     """A rerun that trains nothing still schedules a study's probes (with --jobs > 1); that
     must not rewrite the provenance of runs trained by an earlier commit."""
-    from transformer_jax.studies import jobs as jobs_lib
+    from transformer_jax.studies.run import jobs as jobs_lib
     task = lambda study, variant=None: jobs_lib.Task(study, "root", "exp.py", "default", variant)
     names = ("a", "b", "c")
     assert plan_lib.studies_trained([task("a"), task("b")], {}, names) == dict.fromkeys(

@@ -1,5 +1,5 @@
-"""Ctrl-C to a sweep with worker processes (`transformer_jax.studies.jobs`), sent as a terminal sends it:
-SIGINT to the whole foreground process group (workers ignore it; the sweep relays it).
+"""Ctrl-C to a sweep with worker processes (`transformer_jax.studies.run.jobs`), sent as a terminal
+sends it: SIGINT to the whole foreground process group (workers ignore it; the sweep relays it).
 
 The first Ctrl-C asks every worker to save a checkpoint and stop (`preempted`), and the sweep
 exits 0; the same command resumes each run from that checkpoint. A second Ctrl-C while the

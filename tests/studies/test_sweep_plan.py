@@ -1,15 +1,15 @@
-"""The sweep's plan (`studies/plan.py`) and its bookkeeping of which report is ready
-(`studies/schedule.py: Readiness`), checked without training anything: which tasks run, which
+"""The sweep's plan (`studies/run/plan.py`) and its bookkeeping of which report is ready
+(`studies/run/schedule.py: Readiness`), checked without training anything: which tasks run, which
 runs are shared, which tasks each study's report waits for, and which studies are trained."""
 from __future__ import annotations
 
 import dataclasses
 import io
 
-from transformer_jax.studies import plan as plan_lib
-from transformer_jax.studies import sweep
-from transformer_jax.studies import schedule, terminal
-from transformer_jax.studies.schedule import Readiness
+from transformer_jax.studies.run import plan as plan_lib
+from transformer_jax.studies.run import sweep
+from transformer_jax.studies.run import schedule, terminal
+from transformer_jax.studies.run.schedule import Readiness
 from transformer_jax.train import workdir as workdir_lib
 from tiny_study import tiny_study, tiny_study_sharing
 

@@ -84,7 +84,7 @@ def test_the_full_log_is_in_each_variants_file(sweep):
 
 
 def test_printed_tensorboard_command_runs_in_a_fresh_shell(sweep):
-    from transformer_jax.studies import terminal
+    from transformer_jax.studies.run import terminal
 
     result, logdir, _ = sweep
     command = re.search(r"^TensorBoard: +(\S+) --logdir (\S+)", result.stdout, re.M)
@@ -196,7 +196,7 @@ def tensorboard(sweep):
 
 
 RUNS = [f"tiny/{v}/seed_{s}" for v in ("scaled", "unscaled") for s in (0, 1)]
-COMPARE = ["tiny/compare/scaled", "tiny/compare/unscaled"]  # studies/board.py
+COMPARE = ["tiny/compare/scaled", "tiny/compare/unscaled"]  # studies/render/board.py
 
 
 def test_tensorboard_serves_runs_tags_and_images(tensorboard):
@@ -317,7 +317,7 @@ def test_the_sweeps_link_matches_its_runs_under_any_logdir(sweep, tensorboard):
 
 
 def test_a_multi_study_link_matches_under_a_parent():
-    from transformer_jax.studies import terminal
+    from transformer_jax.studies.run import terminal
 
     url = terminal.study_url("norm_placement", ["eval/loss"], multi_study=True)
     runs = [f"norm_placement/{v}/seed_{s}" for v in ("pre", "post") for s in (0, 1)]
@@ -366,7 +366,7 @@ def test_many_runs_say_where_the_images_are(tmp_path):
 
 
 def test_the_sweeps_lines_say_where_the_images_are_over_40_runs():
-    from transformer_jax.studies import terminal
+    from transformer_jax.studies.run import terminal
 
     def study(name, variants):
         return (types.SimpleNamespace(name=name, metrics=("eval/loss",), seeds=(0, 1, 2),
@@ -389,7 +389,7 @@ def test_the_summary_verdict_is_the_records_overall_words(study, short):
     """The summary table's verdict cell comes from the record's counts, not from its rendered
     sentence: a study without expectations says 'not judged' (the phrase scan printed the whole
     'Verdict: the claim is not judged on this run' there)."""
-    from transformer_jax.studies import terminal
+    from transformer_jax.studies.run import terminal
 
     verdict = terminal.read_verdict(REPO / "experiments" / "results" / f"{study}_verdict.json")
     assert verdict.short == short

@@ -6,7 +6,8 @@ import ml_collections
 import pytest
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import report, tuning, verdict_text
+from transformer_jax.studies import report, tuning
+from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.study import Comparison, Expectation, Study, Verdict
 
 GRID = {"train.learning_rate": (1e-3, 3e-3)}
@@ -91,7 +92,7 @@ def test_a_sweep_trains_every_candidate_and_judges_the_arm(tmp_path):
     import json
 
     from tiny_study import tiny_study
-    from transformer_jax.studies import sweep
+    from transformer_jax.studies.run import sweep
 
     study = tiny_study(tmp_path / "data")
     candidates = tuning.tuned_arm("unscaled", {"model.attn_scale": False},

@@ -218,7 +218,7 @@ def test_diverging_variant_does_not_stop_a_sweep(tmp_path, tj_data_dir):
     import csv
 
     from transformer_jax.studies import study as study_lib
-    from transformer_jax.studies import sweep
+    from transformer_jax.studies.run import sweep
     from transformer_jax.train import workdir as workdir_lib
 
     study = study_lib.Study(

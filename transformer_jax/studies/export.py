@@ -1,5 +1,5 @@
 """A sweep's results copied into a results directory (experiments/results), from which the
-results pages are written: `python -m transformer_jax.studies.pages --export=runs/studies`.
+results pages are written: `python -m transformer_jax.studies.render.pages --export=runs/studies`.
 
 A sweep writes each study's files into the study's own directory (DIR/<study>/verdict.json,
 verdict.md, curves.png, ...); a results directory holds every study's side by side, each file

@@ -37,11 +37,13 @@ MEASURING = (f"{PACKAGE}.studies", f"{PACKAGE}.data", f"{PACKAGE}.train.evaluati
 NOT_MEASURING = tuple(f"{PACKAGE}.studies.{m}" for m in (
     # judging: covered by judging_rules' version
     "stats", "multiplicity", "tuning", "judging_rules",
-    # rendering, storing, running, the fingerprint's own machinery
-    "plots", "markdown", "pages", "verdict_text", "board", "export", "record", "terminal",
-    "publish", "provenance", "preregistration", "history", "rejudge", "sweep", "jobs",
-    "schedule", "plan", "catalog", "suite_time", "loading", "measured_code", "judged_code",
-    "syntax", "bounds", "forest"))
+    # rooms that render a study's pages and figures, or run its sweep (a package each), and
+    # the old paths of their modules (shims: an old commit's experiment file imports them)
+    "render.", "run.", "plots", "markdown", "pages", "verdict_text", "board", "bounds", "forest",
+    "terminal", "sweep", "jobs", "schedule", "plan", "evaluate",
+    # storing, publishing, the fingerprint's own machinery
+    "export", "record", "publish", "provenance", "preregistration", "history", "rejudge",
+    "catalog", "suite_time", "loading", "measured_code", "judged_code", "syntax"))
 # What the study module holds that is judging code (its verdict, not its measurement).
 JUDGING_NAMES = {f"{PACKAGE}.studies.study": ("Study", "Expectation", "Judgement", "Comparison",
                                               "Measure", "Kind", "NO_EFFECT", "RATES",

@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import loading, pages, preregistration, provenance
+from transformer_jax.studies import loading, preregistration, provenance
 from transformer_jax.studies import record as record_lib
-from transformer_jax.studies import report, verdict_text
+from transformer_jax.studies import report
 from transformer_jax.studies.checks import Section
+from transformer_jax.studies.render import pages
+from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.study import Expectation, Measure, Study
 
 Values = dict[str, dict[int, float]]  # variant -> seed -> value (nan: diverged or missing)

@@ -15,13 +15,14 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 
 from transformer_jax.train import workdir as workdir_lib
-from transformer_jax.studies import board, convergence, multiplicity, provenance, tuning
+from transformer_jax.studies import convergence, multiplicity, provenance, tuning
 from transformer_jax.studies import grid as grid_lib
 from transformer_jax.studies import plateau as plateau_lib
 from transformer_jax.studies import record as record_lib
-from transformer_jax.studies import verdict_text
 from transformer_jax.studies.checks import Section, as_section
-from transformer_jax.studies.plots import plot_curves
+from transformer_jax.studies.render import board
+from transformer_jax.studies.render import verdict_text
+from transformer_jax.studies.render.plots import plot_curves
 # Named here too (report.final_value, ...), as before they moved below the analyses.
 from transformer_jax.studies.run_values import final_value, late_gain, value_at  # noqa: F401
 from transformer_jax.studies.study import Expectation, Judgement, Measure, Study

@@ -497,7 +497,7 @@ class Study:
     # An evaluation-only study (a trained checkpoint, nothing to train): evaluate(study, root)
     # measures every variant and returns runs as report.collect gives them ((variant, seed) ->
     # {"status", "curves"}, a "seed" being a unit of evaluation, e.g. a sentence). Run by
-    # `python -m transformer_jax.studies.evaluate`; the sweep refuses it.
+    # `python -m transformer_jax.studies.run.evaluate`; the sweep refuses it.
     evaluate: Optional[Callable[["Study", Path], dict]] = None
     # A budget that runs to the plateau (studies/plateau.py); None: train.num_steps, fixed.
     plateau: Optional[Plateau] = None

@@ -1,6 +1,6 @@
 """How long a suite took, read off the directory of the sweep that ran it, so that the time a
 suite takes is stated from a results file (experiments/results/suite-<suite>.json, written by
-`python -m transformer_jax.studies.pages --export=DIR`) and never typed by hand.
+`python -m transformer_jax.studies.render.pages --export=DIR`) and never typed by hand.
 
 The span runs from the sweep's start, when it writes every study's config.json before training
 anything (`sweep.run_studies`), to its last study's report, the `date` of that study's

@@ -69,7 +69,7 @@ def _hparam_value(value) -> HParamValue:
 # positions); it is the first column offered unchecked.
 IDENTITY_HPARAMS = ("variant", "seed", "study")
 SHOWN_IDENTITY = ("variant", "seed")
-# At a study's root, written by the sweep (studies/board.py): {"swept": [config fields whose
+# At a study's root, written by the sweep (studies/render/board.py): {"swept": [config fields whose
 # values differ between its runs], "metrics": [...], "cards": [its comparison cards' tags]}.
 STUDY_VIEW_FILE = "tensorboard.json"
 

@@ -25,7 +25,7 @@ from flax import nnx
 from transformer_jax.config import NormType
 from transformer_jax.model import norms
 from transformer_jax.studies.analysis.restore import Restored, finished_run_dirs, restore_variant
-from transformer_jax.studies.markdown import markdown_table
+from transformer_jax.studies.render.markdown import markdown_table
 from transformer_jax.train import steps
 
 EXAMPLES = 64

@@ -15,7 +15,7 @@ from transformer_jax.studies.analysis import checkpoint_roles as roles_lib
 from transformer_jax.studies.analysis import head_controls
 from transformer_jax.studies.analysis.checkpoint_claims import MAP_FILE, ROLES_FILE
 from transformer_jax.studies.checks import Check, Section, judged
-from transformer_jax.studies.markdown import checks_table, markdown_table
+from transformer_jax.studies.render.markdown import checks_table, markdown_table
 
 
 def role_checks(threshold: float) -> tuple[Check, ...]:

@@ -21,11 +21,11 @@ from typing import Mapping, Optional
 import numpy as np
 
 from transformer_jax.studies.analysis import probes
-from transformer_jax.studies.markdown import markdown_table
-from transformer_jax.studies import bounds, plots
-from transformer_jax.studies.plots import plot_lines
 from transformer_jax.studies import run_values
 from transformer_jax.studies import study
+from transformer_jax.studies.render.markdown import markdown_table
+from transformer_jax.studies.render import bounds, plots
+from transformer_jax.studies.render.plots import plot_lines
 from transformer_jax.config import Norm
 
 METRIC = "eval/accuracy"

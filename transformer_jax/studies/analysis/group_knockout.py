@@ -33,7 +33,7 @@ import numpy as np
 from transformer_jax.studies.analysis import head_importance, head_roles
 from transformer_jax.studies.analysis.restore import finished_run_dirs, restore_variant
 from transformer_jax.studies.checks import Section
-from transformer_jax.studies.markdown import markdown_table
+from transformer_jax.studies.render.markdown import markdown_table
 from transformer_jax.studies.stats import interval_of_mean
 
 CSV_FILE = "group_knockout.csv"

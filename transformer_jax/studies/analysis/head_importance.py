@@ -35,7 +35,7 @@ from flax import nnx
 from transformer_jax.studies.analysis import head_roles
 from transformer_jax.studies.analysis.restore import Restored, finished_run_dirs, restore_variant
 from transformer_jax.studies.checks import Check, CheckResult, Section, judged
-from transformer_jax.studies.markdown import checks_table, markdown_table
+from transformer_jax.studies.render.markdown import checks_table, markdown_table
 from transformer_jax.train import steps
 from transformer_jax.train.figures import file_pyplot
 

@@ -32,7 +32,7 @@ import numpy as np
 from flax import nnx
 
 from transformer_jax.studies.checks import Check, CheckResult, Section, judged
-from transformer_jax.studies.markdown import checks_table, markdown_table
+from transformer_jax.studies.render.markdown import checks_table, markdown_table
 from transformer_jax.train.init import init_params
 from transformer_jax.train.run import Run
 from transformer_jax.studies.analysis.restore import finished_run_dirs, restore_variant

@@ -26,7 +26,7 @@ import ml_collections
 import numpy as np
 
 from transformer_jax.data import synthetic
-from transformer_jax.studies import plots
+from transformer_jax.studies.render import plots
 from transformer_jax.studies.analysis.restore import Restored, finished_run_dirs, restore_variant
 from transformer_jax.train.run import Run
 from transformer_jax.train import steps

@@ -32,7 +32,7 @@ from transformer_jax.studies.analysis import group_knockout, head_controls, head
 from transformer_jax.studies.analysis.group_knockout import (Measured, heads_text, in_layer,
                                                             mean_and_interval)
 from transformer_jax.studies.checks import Section
-from transformer_jax.studies.markdown import markdown_table
+from transformer_jax.studies.render.markdown import markdown_table
 
 CSV_FILE = "matched_knockout.csv"
 DRAWS = 16  # matched random sets per group and seed

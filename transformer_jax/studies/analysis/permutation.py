@@ -21,7 +21,7 @@ from transformer_jax.config import Arch, Head
 from transformer_jax.studies.analysis import probes
 from transformer_jax.studies.analysis.restore import finished_run_dirs
 from transformer_jax.studies.checks import Section
-from transformer_jax.studies.markdown import markdown_table
+from transformer_jax.studies.render.markdown import markdown_table
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.train.run import build_run
 

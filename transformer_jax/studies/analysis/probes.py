@@ -23,8 +23,9 @@ from flax import nnx
 from transformer_jax.config import Arch, ModelConfig, Norm, Position
 from transformer_jax.model.transformer import Transformer, attention_mask
 from transformer_jax.model.positions import sinusoidal_table
-from transformer_jax.studies.markdown import markdown_table  # noqa: F401 (experiment files use it)
-from transformer_jax.studies.plots import plot_lines  # noqa: F401 (experiment files use it)
+# markdown_table and plot_lines: experiment files use them, as probes' names
+from transformer_jax.studies.render.markdown import markdown_table  # noqa: F401
+from transformer_jax.studies.render.plots import plot_lines  # noqa: F401
 
 
 def score_scale(head_dims: Sequence[int] = (16, 64, 256), length: int = 64, samples: int = 4096,

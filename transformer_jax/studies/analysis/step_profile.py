@@ -28,7 +28,7 @@ import numpy as np
 
 from transformer_jax.runtime import machine
 from transformer_jax.studies.analysis.restore import finished_run_dirs
-from transformer_jax.studies.markdown import markdown_table
+from transformer_jax.studies.render.markdown import markdown_table
 from transformer_jax.train import op_profile, steps
 from transformer_jax.train.init import init_states
 from transformer_jax.train.run import build_run

@@ -1,0 +1,518 @@
+r"""Results pages, written by code from results files, so that no number is retyped:
+
+    python -m transformer_jax.studies.render.pages [--results=experiments/results] \
+        [--readme=README.md] [--export=runs/studies ...]
+
+writes, from the results files alone (each study's verdict record verdict.json, summary.csv
+and provenance.json: `record`, rendered by `verdict_text`) and the claim and suite of its
+experiment file:
+  RESULTS/<study>.md   one page per study: claim, verdict table, final metrics, plots, and the
+                       machine, software and commit that produced them (where recorded);
+  RESULTS/README.md    the index: one row per study with its verdict and machine;
+  README's headline    the table between `<!-- headline:start -->` and `<!-- headline:end -->`
+                       (`--readme=` skips it).
+`--export=DIR` first copies a sweep's results (its --workdir) into the results directory
+(`transformer_jax.studies.export`).
+
+Two layouts hold the same files: a results directory (experiments/results: <study>_verdict.json,
+..., page <study>.md) and a sweep's study directory (DIR/<study>/verdict.json, ..., page
+DIR/<study>/README.md, index DIR/README.md), which the sweep writes as each report is written.
+A page sits beside its study's files, so the plot links in its analyses' markdown resolve.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import enum
+import io
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from transformer_jax.config import ConfigError
+from transformer_jax.studies import cap_reason, catalog, export, loading, suite_time
+from transformer_jax.studies import history as history_lib
+from transformer_jax.studies import preregistration as preregistration_lib
+from transformer_jax.studies import provenance as provenance_lib
+from transformer_jax.studies import record as record_lib
+from transformer_jax.studies.render import forest
+from transformer_jax.studies.render import verdict_text
+from transformer_jax.studies.study import Study
+
+HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->"
+INDEX = "README.md"
+GENERATED = ("Written by `python -m transformer_jax.studies.render.pages` from the results files "
+             "beside it; regenerate it rather than edit it.")
+NO_PROVENANCE = ("Provenance not recorded: these results predate provenance files (there is no "
+                 "{file} beside them), so the machine, software versions and commit that "
+                 "produced them are unknown.")
+NO_PREREGISTRATION = ("Pre-registration not recorded: these results predate fingerprints (there "
+                      "is no {file} beside them).")
+NOT_RUN = "not run yet"
+
+
+class PageError(ValueError):
+    """A results file that is missing or not as the sweep writes it; a bad path."""
+
+
+class Layout(enum.Enum):
+    RESULTS = "results"  # <dir>/<study>_verdict.md, ...; page <dir>/<study>.md
+    RUN = "run"  # a sweep's study directory: <dir>/verdict.md, ...; page <dir>/README.md
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyFiles:
+    """Where one study's results files and page are."""
+
+    name: str
+    directory: Path
+    layout: Layout
+
+    def path(self, kind: str) -> Path:
+        """kind: record_lib.FILE, 'verdict.md', 'summary.md', 'summary.csv', 'curves.png',
+        forest.FILE or provenance_lib.FILE."""
+        return self.directory / (f"{self.name}_{kind}" if self.layout is Layout.RESULTS else kind)
+
+    @property
+    def page(self) -> Path:
+        return self.directory / (f"{self.name}.md" if self.layout is Layout.RESULTS else INDEX)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """A study's files, and what its experiment file says: the claim and the suite."""
+
+    files: StudyFiles
+    claim: str
+    suite: str
+    experiment: Optional[Path] = None  # the experiment file, where known
+    amendments: tuple[str, ...] = ()  # where the design changed after a result (with commits)
+
+    @property
+    def ran(self) -> bool:
+        """Whether it has results (a pre-registered study has none yet)."""
+        return self.files.path(record_lib.FILE).is_file()
+
+    @classmethod
+    def of(cls, study: Study, files: StudyFiles, experiment: Optional[Path] = None) -> Entry:
+        return cls(files, study.claim, study.suite, experiment, tuple(study.amendments))
+
+
+def runs_line(csv_text: str, where: Path) -> str:
+    """'12 runs (4 variants × 3 seeds), 300 steps each: 12 finished' from summary.csv."""
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
+    if not rows or not {"variant", "seed", "state", "steps"} <= set(rows[0]):
+        raise PageError(f"{where}: not a summary.csv that the sweep wrote (columns variant, "
+                        f"seed, state, steps, then the metrics)")
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    seeds = list(dict.fromkeys(r["seed"] for r in rows))
+    steps = sorted({int(r["steps"]) for r in rows})
+    states = {}
+    for r in rows:
+        states[r["state"]] = states.get(r["state"], 0) + 1
+    length = f"{steps[0]} steps each" if len(steps) == 1 else f"{steps[0]}–{steps[-1]} steps"
+    order = sorted(states, key=lambda state: (state != "finished", state != "diverged", state))
+    ended = ", ".join(f"{states[state]} {state}" for state in order)
+    return (f"{len(rows)} runs ({len(variants)} variants × {len(seeds)} seeds), {length}: "
+            f"{ended}.")
+
+
+def produced_by(record: Optional[dict[str, Any]], file_name: str) -> list[str]:
+    """The '## Produced by' section: the provenance record, or that there is none."""
+    lines = ["## Produced by", ""]
+    if record is None:
+        return lines + [NO_PROVENANCE.format(file=file_name)]
+    machine, sweep, code = record["machine"], record["sweep"], record["code"]
+    flags = ", ".join(machine["cpu_flags"]) or "none"
+    stack = ", ".join(f"{k} {v or 'not installed'}" for k, v in record["stack"].items())
+    if code["commit"] == provenance_lib.UNKNOWN:
+        commit = "unknown (not run from a git checkout)"
+    else:
+        commit = f"`{code['commit']}`" + (" with uncommitted changes to tracked files"
+                                          if code["dirty"] else "")
+    shard = "" if sweep["shard"] == "0/1" else f"; the report written by shard {sweep['shard']}"
+    return lines + [
+        f"- **Machine:** {machine['cpu']}, {machine['cpus']} logical CPUs, {machine['system']}; "
+        f"CPU flags: {flags} (of {', '.join(provenance_lib.CPU_FLAGS)})",
+        f"- **Stack:** {stack}",
+        f"- **Code:** commit {commit}",
+        f"- **Date:** {record['date']}",
+        f"- **Sweep:** `--size={sweep['size']}`, seeds "
+        f"{verdict_text.seed_list(sweep['seeds'])}, {sweep['runs']} runs"
+        f"{shard}",
+        "", f"From {file_name}: the sweep process that trained the last runs and wrote the "
+        f"report (a run resumed or sharded elsewhere records its own stack in its "
+        f"versions.json)."]
+
+
+def preregistered(entry: Entry, record: Optional[dict[str, Any]], file_name: str,
+                  produced: Optional[dict[str, Any]],
+                  past: Optional[history_lib.History] = None) -> list[str]:
+    """The '## Pre-registration' section: the fingerprint the verdict was judged with, the
+    commit that first held today's design and the first one with results (`past`, from git
+    history: docs/verdicts.md), the code that ran, and every amendment."""
+    lines = ["## Pre-registration", ""]
+    if record is None:
+        lines.append(NO_PREREGISTRATION.format(file=file_name))
+    else:
+        code = (produced or {}).get("code", {}).get("commit", provenance_lib.UNKNOWN)
+        changed = (" (the experiment file had uncommitted changes when the report was written)"
+                   if record["experiment_changed_since"] else "")
+        lines += [
+            f"- **Judged with:** fingerprint `{record['fingerprint']}` of "
+            f"`{record['experiment']}` at `--size={record['size']}` (`Study.fingerprint`: claim, "
+            f"variants, seeds, metrics, expectations, base config, the analyses' checks and the "
+            f"code that computes what they judge, studies/measured_code.py; the judging rules' "
+            f"version is in the notes under the verdict); tests/studies/"
+            f"test_preregistration.py fails when the experiment file's fingerprint moves.",
+            *_commits(past), f"- **Results from the code at:** `{code}`{changed}."]
+    if entry.amendments:
+        lines += ["", "Amendments: each names a commit that changed the design after a result "
+                  "had been seen (kept as they were):", ""]
+        lines += [f"- {line}" for line in entry.amendments]
+    return lines + [""]
+
+
+def _commits(past: Optional[history_lib.History]) -> list[str]:
+    """The design commit and the first results commit, or why they are not shown."""
+    if past is None:
+        return ["- **Design and first results commits:** not read (the experiment file is not "
+                "in a git checkout)."]
+    return [f"- **Design committed in:** `{past.design_commit or 'no commit (not committed)'}` "
+            "(the first commit with today's fingerprint)",
+            f"- **First results committed in:** `{past.results_commit or 'no commit'}`"]
+
+
+def machine_cell(record: Optional[dict[str, Any]]) -> str:
+    if record is None:
+        return "not recorded"
+    return provenance_lib.machine_cell(record["machine"])
+
+
+def render_page(entry: Entry, verdict: dict[str, Any], runs: str,
+                record: Optional[dict[str, Any]],
+                registered: Optional[dict[str, Any]] = None,
+                past: Optional[history_lib.History] = None,
+                suite: Optional[dict[str, Any]] = None) -> str:
+    """One study's page from its verdict record (`verdict`) and results files (pure); `suite`:
+    its suite's time record (suite_time), which says why a plateau's cap stopped it there."""
+    files = entry.files
+    claim = [f"**Claim.** {entry.claim}", ""]
+    if verdict["claim"] != entry.claim:
+        claim += [f"These results were produced when the claim read: {verdict['claim']}", ""]
+    where = f"Suite `{entry.suite}`"
+    if entry.experiment is not None and files.layout is Layout.RESULTS:
+        link = Path(os.path.relpath(entry.experiment, files.page.parent)).as_posix()
+        where += f" · experiment [{entry.experiment.parent.name}/{entry.experiment.name}]({link})"
+    elif entry.experiment is not None:  # a sweep's directory may be anywhere: no link
+        where += f" · experiment `{entry.experiment}`"
+    if files.layout is Layout.RESULTS:  # a sweep's single study has no index beside it
+        where += f" · [every study]({INDEX})"
+    csv_name = files.path("summary.csv").name
+    what = verdict_text.summary_over(verdict)
+    # the probes' and analyses' markdown, verbatim, a line at a time
+    sections = "\n".join(verdict_text.sections(verdict)).splitlines()
+    lines = [f"# {files.name}", "", *claim, where, "",
+             f"**Published.** {verdict['published']}", "",
+             "## Verdict", "", *forest_lines(verdict, files),
+             *verdict_text.expectations_table(verdict), "",
+             verdict_text.overall_line(verdict), "", verdict_text.notes(verdict), "",
+             *verdict_text.plateau_lines(verdict),
+             *cap_reason.cap_lines(verdict, entry.suite, suite, catalog.limit_minutes(entry.suite)),
+             *verdict_text.tuning_lines(verdict),
+             "## Final metrics", "", f"{what[0].upper()}{what[1:]}. {runs}", "",
+             *verdict_text.summary_table(verdict), "", verdict_text.intervals_line(verdict),
+             f"Per seed: [{csv_name}]({csv_name}).", "", *curves_lines(verdict, files)]
+    lines += sections
+    if sections and sections[-1]:
+        lines.append("")
+    lines += preregistered(entry, registered, files.path(preregistration_lib.FILE).name, record,
+                           past)
+    lines += produced_by(record, files.path(provenance_lib.FILE).name)
+    return "\n".join(lines) + "\n"
+
+
+FOREST_CAPTION = ("Forest plot: one row per expectation, its effect (marker: its kind) and 95 % "
+                  "interval on the scale it was judged on (a ratio on a log axis), against its "
+                  "threshold; shaded: the effects that hold; colour: the verdict.")
+
+
+def forest_lines(verdict: dict[str, Any], files: StudyFiles) -> list[str]:
+    """The forest plot (forest.py) above the verdict table; none without expectations."""
+    if not verdict["expectations"]:
+        return []
+    name = files.path(forest.FILE).name
+    return [f"![forest plot of the expectations of {files.name}]({name})", "", FOREST_CAPTION, ""]
+
+
+def curves_lines(verdict: dict[str, Any], files: StudyFiles) -> list[str]:
+    """'## Curves' and its figure; none for an evaluation-only study (it trained nothing)."""
+    if verdict.get("evaluation_only"):
+        return []
+    return ["## Curves", "", f"![curves]({files.path('curves.png').name})", ""]
+
+
+def read_entry(entry: Entry) -> tuple[dict[str, Any], str, Optional[dict[str, Any]]]:
+    """(verdict record, runs line, provenance record) of a study's results files."""
+    files = entry.files
+    try:
+        verdict = record_lib.read(files.path(record_lib.FILE))
+    except record_lib.RecordError as e:
+        raise PageError(str(e)) from None
+    csv_path = files.path("summary.csv")
+    if not csv_path.is_file():
+        raise PageError(f"{csv_path}: missing; the sweep writes it with {files.name}'s report")
+    return (verdict, runs_line(csv_path.read_text(), csv_path),
+            provenance_lib.read(files.path(provenance_lib.FILE)))
+
+
+def write_study_page(entry: Entry) -> Path:
+    """Writes a study's forest plot (from its record) and its page; returns the page."""
+    verdict, runs, produced = read_entry(entry)  # read once, for the figure and the page
+    forest.write_forest(verdict, entry.files.path(forest.FILE),
+                        provenance_lib.machine_words(produced["machine"]) if produced else "")
+    return _write(entry.files.page, study_page(entry, (verdict, runs, produced)))
+
+
+def study_page(entry: Entry, read: Optional[tuple[dict[str, Any], str, Optional[dict[str, Any]]]]
+               = None) -> str:
+    """The page of a study; `read`: its read_entry, where the caller has it already."""
+    registered = preregistration_lib.read(entry.files.path(preregistration_lib.FILE))
+    return render_page(entry, *(read or read_entry(entry)), registered,
+                       page_history(entry, registered), suite_record(entry))
+
+
+def suite_record(entry: Entry) -> Optional[dict[str, Any]]:
+    """The time record of the study's suite beside a results directory's pages (None: none, or
+    a sweep's directory, whose suite time is not recorded)."""
+    if entry.files.layout is not Layout.RESULTS:
+        return None
+    return suite_time.read(entry.files.page.parent / suite_time.file_name(entry.suite))
+
+
+def page_history(entry: Entry, registered: Optional[dict[str, Any]]
+                 ) -> Optional[history_lib.History]:
+    """The design and first results commits of a results directory's study, from git history
+    (none for a sweep's directory, or without a pre-registration record)."""
+    if entry.files.layout is not Layout.RESULTS or entry.experiment is None or not registered:
+        return None
+    return preregistration_lib.registration(entry.experiment, registered["size"])
+
+
+def index_page(root: Path, entries: Sequence[Entry]) -> str:
+    """root/README.md: one row per study (claim, verdict, suite, machine), linked to its page."""
+    lines = ["# Results", "", "One page per study: its claim, verdict table, final metrics, "
+             "plots and what produced them. " + GENERATED, "",
+             "| study | suite | claim | verdict | machine |", "|---|---|---|---|---|"]
+    for entry in entries:
+        link, verdict, record = _row(entry, root)
+        machine = _cell(machine_cell(record)) if entry.ran else "—"
+        lines.append(f"| [{entry.files.name}]({link}) | {entry.suite} | {_cell(entry.claim)} | "
+                     f"{verdict} | {machine} |")
+    return "\n".join(lines + suite_times(root)) + "\n"
+
+
+def suite_times(root: Path) -> list[str]:
+    """The section on how long each suite took (suite-*.json beside the pages); none without."""
+    records = suite_time.read_all(root)
+    if not records:
+        return []
+    lines = ["", "## How long each suite takes", "",
+             "From the sweep's start to its last study's report (`scripts/run.sh --suite=NAME` "
+             "runs two workers), on the machine named. A time includes compiling each program "
+             "unless JAX's persistent compilation cache ($TJ_JAX_CACHE_DIR, by default "
+             "~/.cache/transformer_jax/jax_cache) held it from an earlier run on that machine: "
+             "a first run on a new machine compiles everything.", "",
+             "| suite | studies | runs | size | wall | machine | date |", "|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {r['suite']} | {', '.join(r['studies'])} | {r['runs']} | {r['size']} | "
+                     f"{suite_time.minutes(r['wall_s'])} | {_cell(machine_cell(r))} | "
+                     f"{r['end'][:10]} |")
+    return lines
+
+
+def _row(entry: Entry, base: Optional[Path]) -> tuple[str, str, Optional[dict[str, Any]]]:
+    """(link to its page, else to its experiment file; verdict cell; provenance record) of a
+    study's row, links relative to `base` (None: the paths as given)."""
+    if entry.ran:
+        verdict, _, record = read_entry(entry)
+        target, cell = entry.files.page, verdict_text.verdict_cell(verdict)
+    elif entry.experiment is not None:
+        target, cell, record = entry.experiment, NOT_RUN, None
+    else:
+        raise PageError(f"{entry.files.path(record_lib.FILE)}: missing")
+    link = os.path.relpath(target, base) if base is not None else str(target)
+    return Path(link).as_posix(), cell, record
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def results_entries(results_dir: Path, experiments_dir: Optional[Path] = None) -> list[Entry]:
+    """Every study of experiments_dir (default: results_dir's parent) with its claim and suite,
+    in the sweep's order, whether `results_dir` (a results directory) holds its results or not
+    yet; a verdict there without an experiment file is an error."""
+    results_dir = Path(results_dir)
+    experiments_dir = Path(experiments_dir) if experiments_dir else results_dir.parent
+    if not results_dir.is_dir():
+        raise PageError(f"--results={str(results_dir)!r} is not a directory")
+    suffix = "_" + record_lib.FILE
+    names = sorted(p.name[:-len(suffix)] for p in results_dir.glob(f"*{suffix}"))
+    if not names:
+        raise PageError(f"--results={str(results_dir)!r} holds no <study>{suffix} files")
+    for name in names:
+        experiment = experiments_dir / f"{name}.py"
+        if not experiment.is_file():
+            raise PageError(f"{results_dir / (name + suffix)}: no experiment file {experiment} "
+                            f"to take its claim and suite from")
+    entries = []
+    for experiment in experiments_dir.glob("[!_]*.py"):
+        study = loading.load_study(experiment, "tiny")  # claim and suite: the same at any size
+        entries.append(Entry.of(study, StudyFiles(experiment.stem, results_dir, Layout.RESULTS),
+                                experiment))
+    return sorted(entries, key=lambda e: catalog.order_key(e.suite, e.files.name))
+
+
+def headline_table(results_dir: Path, link_base: Optional[Path] = None,
+                   experiments_dir: Optional[Path] = None) -> str:
+    """One line per claim with results (study, claim, verdict), each study linked to its page
+    relative to `link_base` (the README's directory), else as the results directory is given.
+    A study not run yet is left out: the front door shows results (and keeps to 200 lines while
+    a split study's parts are registered); the results index lists it."""
+    lines = ["| study | claim | verdict |", "|---|---|---|"]
+    for entry in results_entries(results_dir, experiments_dir):
+        if not entry.ran:
+            continue
+        link, verdict, _ = _row(entry, link_base)
+        lines.append(f"| [{entry.files.name}]({link}) | {_cell(entry.claim)} | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def replace_headline(text: str, table: str, where: Path) -> str:
+    """`text` with what is between the headline markers replaced by `table`."""
+    start, end = text.find(HEADLINE_START), text.find(HEADLINE_END)
+    if start < 0 or end < start or text.count(HEADLINE_START) != 1 \
+            or text.count(HEADLINE_END) != 1:
+        raise PageError(f"{where}: needs one {HEADLINE_START} line and, after it, one "
+                        f"{HEADLINE_END} line around the headline table (or pass --readme=)")
+    head = text[:start + len(HEADLINE_START)]
+    return f"{head}\n{table}{text[end:]}"
+
+
+def update_readme(readme_path: Path, results_dir: Path,
+                  experiments_dir: Optional[Path] = None) -> bool:
+    """Rewrites the headline table of the README at `readme_path`, its links relative to the
+    README. Returns whether the file changed."""
+    readme_path = Path(readme_path)
+    if not readme_path.is_file():
+        raise PageError(f"--readme={str(readme_path)!r} is not a file")
+    text = readme_path.read_text()
+    table = headline_table(results_dir, readme_path.parent, experiments_dir)
+    new = replace_headline(text, table, readme_path)
+    if new != text:
+        readme_path.write_text(new)
+    return new != text
+
+
+def write_results(results_dir: Path, experiments_dir: Optional[Path] = None,
+                  studies: Optional[Sequence[str]] = None) -> list[Path]:
+    """Every study's page (or only those of `studies`, by name) and the index of a results
+    directory. Returns the files written."""
+    entries = results_entries(results_dir, experiments_dir)
+    written = [write_study_page(e) for e in entries
+               if e.ran and (studies is None or e.files.name in studies)]
+    return written + [_write(Path(results_dir) / INDEX, index_page(Path(results_dir), entries))]
+
+
+def out_of_date(results_dir: Path, experiments_dir: Optional[Path] = None,
+                readme: Optional[Path] = None) -> list[Path]:
+    """The pages of a results directory (each study's page, the index) and the README headline
+    table that differ from what `write_results` and `update_readme` would write; nothing is
+    written. The forest plots are not compared: they are drawn on a write (their PNG bytes
+    follow the matplotlib build; tests/studies/test_forest.py checks what they draw)."""
+    results_dir = Path(results_dir)
+    entries = results_entries(results_dir, experiments_dir)
+    expected = {e.files.page: study_page(e) for e in entries if e.ran}
+    expected[results_dir / INDEX] = index_page(results_dir, entries)
+    if readme is not None:
+        text = Path(readme).read_text()
+        expected[Path(readme)] = replace_headline(
+            text, headline_table(results_dir, Path(readme).parent, experiments_dir), Path(readme))
+    return [path for path, text in expected.items()
+            if not path.is_file() or path.read_text() != text]
+
+
+def write_run_page(study: Study, root: Path, experiment: Optional[str] = None) -> Path:
+    """root/README.md: the page of the study whose report the sweep just wrote into root (from
+    the experiment file at `experiment`, where known)."""
+    entry = Entry.of(study, StudyFiles(study.name, Path(root), Layout.RUN),
+                     Path(experiment) if experiment else None)
+    return write_study_page(entry)
+
+
+def write_run_index(root: Path, studies: Sequence[tuple[Study, Path]]) -> Path:
+    """root/README.md: the index of a sweep's studies, each (study, its directory)."""
+    entries = [Entry.of(s, StudyFiles(s.name, Path(d), Layout.RUN)) for s, d in studies]
+    return _write(Path(root) / INDEX, index_page(Path(root), entries))
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m transformer_jax.studies.render.pages",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", default="experiments/results",
+                        help="the results directory (<study>_verdict.json, ...)")
+    parser.add_argument("--experiments", default="",
+                        help="the experiment files (default: the results directory's parent)")
+    parser.add_argument("--readme", default="README.md",
+                        help="README whose headline table to rewrite ('' for none)")
+    parser.add_argument("--export", action="append", default=[],
+                        help="a sweep's --workdir whose results to copy in first (repeatable)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 naming each page that is out of date")
+    args = parser.parse_args(argv)
+    if args.check:
+        return _check(args)
+    try:
+        experiments = Path(args.experiments) if args.experiments else None
+        if experiments is not None and not experiments.is_dir():
+            raise PageError(f"--experiments={args.experiments!r} is not a directory")
+        if args.readme and not Path(args.readme).is_file():
+            raise PageError(f"--readme={args.readme!r} is not a file")
+        results = Path(args.results)
+        copied = [p for run in args.export for p in export.export_run(Path(run), results)]
+        written = write_results(Path(args.results), experiments)
+        if args.readme:
+            if update_readme(Path(args.readme), Path(args.results), experiments):
+                written.append(Path(args.readme))
+    except (PageError, export.ExportError, ConfigError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if copied:
+        print(f"copied {len(copied)} results files into {args.results}")
+    print(f"wrote {len(written)} files: {', '.join(str(p) for p in written)}")
+    return 0
+
+
+def _check(args) -> int:
+    try:
+        stale = out_of_date(Path(args.results), Path(args.experiments) if args.experiments
+                            else None, Path(args.readme) if args.readme else None)
+    except (PageError, ConfigError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for path in stale:
+        print(f"error: {path} is out of date: run python -m transformer_jax.studies.render.pages",
+              file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
