@@ -1,21 +1,27 @@
 """`python -m transformer_jax.trace`: every number it prints, recomputed in numpy from the same
-weights (float64, written from the formulas, not from the project's functions), and its bad
-input. Two traces are computed once each: the defaults (sinusoidal positions, post-norm) and
-rotary positions with pre-norm."""
+weights (float64, written from the formulas, not from the project's functions), that it reads
+them from the one `Transformer` (its hook points, its position code), and its bad input. Two
+traces are computed once each: the defaults (sinusoidal positions, post-norm) and rotary
+positions with pre-norm."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import subprocess
 import sys
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 from conftest import assert_close
 from transformer_jax.explain import trace as trace_cli
 from transformer_jax.explain import steps as ts
 from transformer_jax.config import ConfigError, Norm, Position
+from transformer_jax.model import positions
 
 ATOL = 1e-4  # float32 against float64 on scores of size ~3
 REPO = Path(__file__).resolve().parents[2]
@@ -26,12 +32,17 @@ REPO = Path(__file__).resolve().parents[2]
 def traced(request):
     position, norm = request.param
     trace = ts.TraceConfig("dog bites man", position=position, norm=norm, token="bites")
-    model, numbers = ts.trace_numbers(trace, queries=64, keys=16)
-    return trace, model, numbers
+    models, numbers = ts.trace_numbers(trace, queries=64, keys=16)
+    return trace, models, numbers
 
 
 def array(variable) -> np.ndarray:
     return np.asarray(variable[...], np.float64)
+
+
+def block_of(model):
+    """The trace's one block (layer 0 of the model's stack), holding its parameters."""
+    return model.layers.block(0)
 
 
 # --- numpy, from the formulas -------------------------------------------------------------------
@@ -64,6 +75,12 @@ def np_inputs(trace, model, tokens):
     if trace.position is Position.SINUSOIDAL:
         x = x + np_sinusoidal(len(tokens), trace.d_model)
     return x
+
+
+def np_attention_input(model, x):
+    """What the block's attention reads: x, through the norm before it with pre-norm."""
+    block = block_of(model)
+    return x if model.cfg.norm is not Norm.PRE else np_layernorm(x, block.norm_before_attention)
 
 
 def np_attention(x, attention, heads, rotary, mask=None, bias=None):
@@ -126,17 +143,93 @@ def np_block(x, block, heads, norm, rotary, mask=None, bias=None):
 # --- part 1 -------------------------------------------------------------------------------------
 
 def test_four_steps_match_numpy(traced):
-    trace, model, n = traced
-    steps = n["steps"]
-    x = np_inputs(trace, model, trace.tokens)
+    """Part 1: x, q, k, v read at the model's hook points and each step worked by hand from
+    them equal numpy's, and the model's own value of each step (its hook point) equals them."""
+    trace, models, n = traced
+    model, steps = models[trace.position], n["steps"]
+    attention = block_of(model).attention
+    x = np_attention_input(model, np_inputs(trace, model, trace.tokens))
     assert_close(steps["x"], x, ATOL)
-    want = np_attention(x, model.block.attention, trace.heads, trace.position is Position.ROTARY)
+    want = np_attention(x, attention, trace.heads, trace.position is Position.ROTARY)
     for name in ("q", "k", "v", "raw", "scaled", "weights", "heads", "output"):
         assert_close(steps[name], want[name], ATOL)
-    assert_close(steps["module_output"], want["output"], ATOL)
+    assert sorted(steps["model"]) == sorted(ts.MODEL_POINTS)
+    for name, value in steps["model"].items():
+        assert_close(value, want[name], ATOL)
     assert_close(steps["row_sums"], np.ones((trace.heads, 3)), 1e-6)
     for name in ("query", "key", "value", "out"):
-        assert_close(steps[f"kernel_{name}"], array(getattr(model.block.attention, name).kernel), 0)
+        assert_close(steps[f"kernel_{name}"], array(getattr(attention, name).kernel), 0)
+
+
+def four_steps(model, tokens) -> dict:
+    """The trace's part 1 (`steps.four_steps`) on one model, compiled as the trace compiles it."""
+    return jax.device_get(nnx.jit(ts.four_steps)(model, jnp.asarray(tokens)))
+
+
+@pytest.mark.parametrize("position", list(Position), ids=lambda p: p.value)
+def test_every_schemes_steps_are_the_models_own(traced, position):
+    """Part 1 under every positional scheme (what --position runs): x, q, k and the weights equal
+    numpy's from the model's parameters, with the scheme where the model puts it (added to x,
+    rotating q and k, biasing the logits), and every hand step equals the model's own hook
+    point: a scheme the hand steps missed would show as a difference."""
+    trace, models, _ = traced
+    model = models[position]
+    steps = four_steps(model, trace.tokens)
+    x = np_attention_input(model, np_scheme_inputs(model, trace.tokens))
+    bias = np_alibi(trace.heads, 3) if position is Position.ALIBI else None
+    want = np_attention(x, block_of(model).attention, trace.heads, position is Position.ROTARY,
+                        bias=bias)
+    assert_close(steps["x"], x, ATOL)
+    for name in ("q", "k", "v", "raw", "scaled", "weights", "heads", "output"):
+        assert_close(steps[name], want[name], ATOL)
+        if name in steps["model"]:
+            assert_close(steps["model"][name], steps[name], 1e-5)
+
+
+@pytest.fixture
+def fresh_programs():
+    """Programs compiled after a monkeypatch, none of them kept for the tests after."""
+    jax.clear_caches()
+    yield
+    jax.clear_caches()
+
+
+def test_the_trace_adds_the_models_own_positions(monkeypatch, fresh_programs):
+    """A change to model/positions.py's sinusoidal table reaches the trace's x, its table and
+    every step: the trace adds no positions of its own (it once repeated the model's dispatch,
+    so a changed or new scheme would have been traced wrongly without any error)."""
+    table = positions.sinusoidal_table
+    monkeypatch.setattr(positions, "sinusoidal_table", lambda length, d: table(length, d) + 1.0)
+    trace = ts.TraceConfig("dog bites man")
+    models, n = ts.trace_numbers(trace, queries=8, keys=4)
+    model = models[Position.SINUSOIDAL]
+    x = np_inputs(trace, model, trace.tokens) + 1.0
+    assert_close(n["steps"]["x"], x, ATOL)
+    assert_close(n["sinusoidal"], np_sinusoidal(3, trace.d_model) + 1.0, 1e-6)
+    want = np_attention(x, block_of(model).attention, trace.heads, rotary=False)
+    for name, value in n["steps"]["model"].items():
+        assert_close(value, want[name], ATOL)
+
+
+def test_the_steps_rotate_and_bias_by_the_models_own_code(traced, monkeypatch, fresh_programs):
+    """Rotary and ALiBi act inside the model: with `rotary_qk_transform` made the identity the
+    trace's q and k are the plain projections; with `alibi_bias` doubled its scaled logits
+    carry twice the penalty, and the hand step still agrees with the model's."""
+    trace, models, _ = traced
+    monkeypatch.setattr(positions, "rotary_qk_transform",
+                        lambda length, head_dim: (lambda q, k: (q, k)))
+    alibi = positions.alibi_bias
+    monkeypatch.setattr(positions, "alibi_bias", lambda *shape: 2.0 * alibi(*shape))
+    for position, rotary, bias in ((Position.ROTARY, False, None),
+                                   (Position.ALIBI, False, 2.0 * np_alibi(trace.heads, 3))):
+        model = models[position]
+        steps = four_steps(model, trace.tokens)
+        x = np_attention_input(model, np_scheme_inputs(model, trace.tokens))
+        want = np_attention(x, block_of(model).attention, trace.heads, rotary, bias=bias)
+        for name in ("q", "k", "scaled", "weights"):
+            assert_close(steps[name], want[name], ATOL)
+            if name in steps["model"]:
+                assert_close(steps["model"][name], want[name], ATOL)
 
 
 def test_flow_of_the_chosen_token(traced):
@@ -187,7 +280,8 @@ def test_head_shapes_and_parameter_counts():
 # --- part 4 -------------------------------------------------------------------------------------
 
 def test_permutation_without_and_with_positions(traced):
-    trace, model, n = traced
+    trace, models, n = traced
+    model = models[Position.NONE]
     p = n["permutation"]
     assert p["perm"].tolist() == [2, 1, 0] and (trace.tokens[::-1] == trace.tokens[p["perm"]]).all()
     diff = p["max_diff"]
@@ -199,18 +293,33 @@ def test_permutation_without_and_with_positions(traced):
         assert diff[position] > 1e-2, (position, diff)
     out = p["outputs"]["none"]
     x = array(model.embed.embedding)[trace.tokens] * np.sqrt(trace.d_model)
-    _, want = np_block(x, model.block, trace.heads, trace.norm, rotary=False)
+    _, want = np_block(x, block_of(model), trace.heads, trace.norm, rotary=False)
     assert_close(out["output"], want, ATOL)
 
 
-def np_scheme_inputs(model, tokens, position: Position):
-    """x [T, D] of `tokens` under `position` (added tables only; rotary and ALiBi act inside)."""
+def np_scheme_inputs(model, tokens):
+    """x [T, D] of `tokens` under the model's scheme (added tables only; rotary and ALiBi act
+    inside)."""
     x = array(model.embed.embedding)[tokens] * np.sqrt(model.cfg.d_model)
-    if position is Position.SINUSOIDAL:
+    if model.cfg.position is Position.SINUSOIDAL:
         x = x + np_sinusoidal(len(tokens), model.cfg.d_model)
-    elif position is Position.LEARNED:
-        x = x + array(model.learned.table)[:len(tokens)]
+    elif model.cfg.position is Position.LEARNED:
+        x = x + array(model.positions.table)[:len(tokens)]
     return x
+
+
+def test_every_scheme_holds_the_same_weights(traced):
+    """Part 4 compares the schemes on one set of weights: every scheme's model is the learned
+    one's parameters under its own position (the table only where it is read)."""
+    _, models, _ = traced
+    learned = nnx.to_pure_dict(nnx.state(models[Position.LEARNED], nnx.Param))
+    for position, model in models.items():
+        assert model.cfg.position is position
+        params = nnx.to_pure_dict(nnx.state(model, nnx.Param))
+        assert ("positions" in params) == (position is Position.LEARNED), position
+        for path, value in jax.tree_util.tree_leaves_with_path(params):
+            want = functools.reduce(lambda tree, key: tree[key.key], path, learned)
+            assert_close(value, want, 0)
 
 
 def test_each_schemes_permutation_difference_is_its_own(traced):
@@ -218,13 +327,14 @@ def test_each_schemes_permutation_difference_is_its_own(traced):
     outputs and max difference belong to it (none and ALiBi are 0 exactly; float32 leaves 1-2
     ulps, which of the two gets which depends on XLA's optimization level), and the printout
     shows each scheme's value on its own row."""
-    trace, model, n = traced
+    trace, models, n = traced
     p = n["permutation"]
     text = trace_cli.format_trace(trace, n, ts.head_shapes(length=3)).splitlines()
     for position in Position:
         bias = np_alibi(trace.heads, 3) if position is Position.ALIBI else None
         rotary = position is Position.ROTARY
-        outputs = [np_block(np_scheme_inputs(model, tokens, position), model.block, trace.heads,
+        model = models[position]
+        outputs = [np_block(np_scheme_inputs(model, tokens), block_of(model), trace.heads,
                             trace.norm, rotary, bias=bias)[1]
                    for tokens in (trace.tokens, trace.tokens[::-1])]
         found = p["outputs"][position.value]
@@ -262,13 +372,13 @@ def test_sinusoidal_rows_and_rotary_shift(traced):
 # --- part 5 -------------------------------------------------------------------------------------
 
 def test_causal_block_matches_numpy(traced):
-    trace, model, n = traced
-    c = n["causal"]
+    trace, models, n = traced
+    model, c = models[trace.position], n["causal"]
     assert (c["mask"] == np.tril(np.ones((3, 3), bool))).all()
     assert (c["weights"][:, ~c["mask"]] == 0).all()  # exactly 0, not small
     assert_close(c["weights"].sum(-1), np.ones((trace.heads, 3)), 1e-6)
     x = np_inputs(trace, model, trace.tokens)
-    stages, out = np_block(x, model.block, trace.heads, trace.norm,
+    stages, out = np_block(x, block_of(model), trace.heads, trace.norm,
                            trace.position is Position.ROTARY, mask=c["mask"])
     assert sorted(stages) == sorted(k.split("/")[0] for k in c if k.endswith("/in"))
     for name, (v_in, v_out) in stages.items():

@@ -1,6 +1,10 @@
-"""The numbers behind `python -m transformer_jax.trace`: one attention step through the project's
-own modules, as pure functions that return numpy arrays, so that `trace.py` can print them and
-the tests can check each one against numpy on the same weights.
+"""The numbers behind `python -m transformer_jax.trace`: one attention step of the project's own
+`Transformer` (one block, under each positional scheme), read at its named hook points
+(`model.hooks.run_with_cache`) and worked by hand beside them (Q·Kᵀ, ÷√d_k, softmax, weights·V,
+W_o), as pure functions that return numpy arrays, so that `trace.py` can print them and the
+tests can check each one against numpy on the same weights. The trace runs no forward pass of
+its own: positions and norms act where the model puts them, and where the hand steps miss what
+the model did, the printout's agreement lines show the difference.
 
 All of it runs as one compiled program: compiling op by op (eager JAX) would spend many seconds of
 a 2-core CPU on a trace whose arithmetic takes microseconds.
@@ -16,21 +20,37 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from transformer_jax.config import Arch, ConfigError, ModelConfig, Norm, Position, parse_enum
 from transformer_jax.model import positions as pos
 from transformer_jax.model.attention import (MultiHeadAttention, attention_logits,
                                              scaled_dot_product_attention)
-from transformer_jax.model.blocks import Block
-from transformer_jax.config import Arch, ConfigError, ModelConfig, Norm, Position, parse_enum
-from transformer_jax.model.transformer import attention_mask, count_params
+from transformer_jax.model.hooks import run_with_cache
+from transformer_jax.model.pretrained import with_config
+from transformer_jax.model.transformer import Transformer, count_params
 
 VOCAB = ("dog", "bites", "man", "the", "a", "cat", "sees", "bird", "big", "small", "chases", "runs")
 MAX_WORDS = 12
 SCALE_DIMS = (8, 64, 512)  # part 2: d_k of the random q, k
 SHIFTS = 4  # part 4: positions the rotary pair moves by
-# Block's sub-layers and norms in the order Block.__call__ calls them (absent ones are None).
-BLOCK_STAGES = ("norm_before_attention", "attention", "norm_after_attention",
-                "norm_before_feed_forward", "feed_forward", "norm_after_feed_forward")
-Numbers = dict  # name -> np.ndarray
+LAYER = "blocks.0."  # the trace's model has one block: its hook points' prefix
+# Each hand step of part 1 and the model's hook point (in block 0) that must equal it.
+MODEL_POINTS = {"raw": "attn.logits", "scaled": "attn.scaled_logits", "weights": "attn.weights",
+                "heads": "attn.head_out", "output": "attn.out"}
+# Block 0's sub-layers and norms as its hook points show them, per norm placement, in the order
+# Block.__call__ calls them: (the points whose sum is the input, the point of the output).
+# Post-LN's norms read the residual sum x + branch, which has no point of its own.
+STAGES = {
+    Norm.POST: {"attention": (("resid_pre",), "attn.out"),
+                "norm_after_attention": (("resid_pre", "attn.out"), "ln1.out"),
+                "feed_forward": (("resid_mid",), "mlp.out"),
+                "norm_after_feed_forward": (("resid_mid", "mlp.out"), "ln2.out")},
+    Norm.PRE: {"norm_before_attention": (("resid_pre",), "ln1.out"),
+               "attention": (("ln1.out",), "attn.out"),
+               "norm_before_feed_forward": (("resid_mid",), "ln2.out"),
+               "feed_forward": (("ln2.out",), "mlp.out")},
+    Norm.NONE: {"attention": (("resid_pre",), "attn.out"),
+                "feed_forward": (("resid_mid",), "mlp.out")},
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +63,7 @@ class TraceConfig:
     seed: int = 0
     token: Optional[str] = None  # a word of the sentence or its 0-based position; None: the last
     position: Position = Position.SINUSOIDAL  # of the input vectors (parts 1 and 5)
-    norm: Norm = Norm.POST  # placement in the block of part 5
+    norm: Norm = Norm.POST  # placement in the block (parts 1, 4 and 5)
 
     def __post_init__(self):
         object.__setattr__(self, "position", parse_enum(Position, self.position, "--position"))
@@ -89,92 +109,104 @@ class TraceConfig:
         raise ConfigError(f"--token={token!r} is not a word of the sentence nor a position "
                           f"0..{len(words) - 1}; the words: {', '.join(words)}")
 
-    def model_config(self, position: Optional[Position] = None) -> ModelConfig:
-        """A one-block bidirectional encoder (part 5 adds the causal mask itself)."""
+    def model_config(self) -> ModelConfig:
+        """A one-block bidirectional encoder (part 5 runs it as a causal decoder)."""
         return ModelConfig(vocab_size=len(VOCAB), num_outputs=len(VOCAB), d_model=self.d_model,
                            num_heads=self.heads, num_layers=1, d_ff=4 * self.d_model,
-                           position=position or self.position, norm=self.norm,
-                           arch=Arch.ENCODER, max_len=MAX_WORDS)
+                           position=self.position, norm=self.norm, arch=Arch.ENCODER,
+                           max_len=MAX_WORDS)
 
 
-class TraceModel(nnx.Module):
-    """The modules the trace runs: token embeddings as `Transformer` makes them, a learned
-    position table (used when a part asks for learned positions) and one `Block`."""
-
-    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
-        self.cfg = cfg
-        self.embed = nnx.Embed(cfg.vocab_size, cfg.d_model, rngs=rngs,  # as in Transformer
-                               embedding_init=jax.nn.initializers.normal(cfg.d_model ** -0.5))
-        self.learned = pos.LearnedPositions(cfg.max_len, cfg.d_model, rngs=rngs)
-        self.block = Block(cfg, rngs=rngs)
-
-
-def embed(model: TraceModel, tokens: jax.Array, position: Position):
-    """Token vectors [B, T, D] for tokens [B, T], and the position scheme where
-    `Transformer.__call__` puts it: added to x (sinusoidal, learned), a q/k rotation (rotary) or
-    a logit bias (ALiBi)."""
-    cfg, length = model.cfg, tokens.shape[-1]
-    x = model.embed(tokens) * cfg.d_model ** 0.5  # [B, T, D], as in Transformer.__call__
-    if position is Position.SINUSOIDAL:
-        x = x + pos.sinusoidal_table(length, cfg.d_model)
-    elif position is Position.LEARNED:
-        x = x + model.learned(length)
-    bias = pos.alibi_bias(cfg.num_heads, length, length) if position is Position.ALIBI else None
-    rotate = pos.rotary_qk_transform(length, cfg.d_k) if position is Position.ROTARY else None
-    return x, bias, rotate
+def scheme_models(cfg: ModelConfig, key: jax.Array) -> dict[str, Transformer]:
+    """A `Transformer` of `cfg` under each positional scheme ({position.value: model}), all with
+    the same parameters, drawn from `key` once (with the learned position table, which only the
+    learned scheme reads): part 4 compares the schemes on the same weights."""
+    shared = Transformer(dataclasses.replace(cfg, position=Position.LEARNED),
+                         rngs=nnx.Rngs(params=key))
+    return {p.value: with_config(shared, position=p) for p in Position}
 
 
 def trace_numbers(trace: TraceConfig, queries: int = 256, keys: int = 32
-                  ) -> tuple[TraceModel, dict]:
-    """The model (initialized from trace.seed) and the numbers of parts 1, 2, 4 and 5 (part 3 is
-    `head_shapes`): {"steps", "flow", "scale", "permutation", "rotary", "causal"}, each a dict of
-    numpy arrays, "sinusoidal" (the table's first T rows) and "scale_samples" (queries, keys).
-    Initialization and all parts are one compiled program (one compile: ~4 s of CPU, where two
-    took ~5)."""
+                  ) -> tuple[dict[Position, Transformer], dict]:
+    """The models ({position: model}, initialized from trace.seed: `scheme_models`) and the
+    numbers of parts 1, 2, 4 and 5 (part 3 is `head_shapes`): {"steps", "flow", "scale",
+    "permutation", "rotary", "causal"}, each a dict of numpy arrays, "sinusoidal" (the table's
+    first T rows) and "scale_samples" (queries, keys). Initialization and all parts are one
+    compiled program (one compile: ~4 s of CPU, where two took ~5)."""
     samples = score_samples(trace.seed, queries, keys)
-    model, found = _numbers(jax.random.key(trace.seed), jnp.asarray(trace.tokens), samples,
-                            cfg=trace.model_config(), position=trace.position,
-                            token=trace.token_index)
+    models, found = _numbers(jax.random.key(trace.seed), jnp.asarray(trace.tokens), samples,
+                             cfg=trace.model_config(), token=trace.token_index)
     found = jax.device_get(found)
     found["flow"] = flow(found["steps"], trace.token_index)
     found["permutation"] = permutation(trace.tokens, found["permutation"])
     found["rotary"] = rotary_shift(found["rotary"], trace.token_index, 0)
     found["scale_samples"] = (queries, keys)
-    return model, found
+    return {Position(p): model for p, model in models.items()}, found
 
 
-@functools.partial(nnx.jit, static_argnames=("cfg", "position", "token"))
-def _numbers(key, tokens, samples, *, cfg, position, token):
-    model = TraceModel(cfg, rngs=nnx.Rngs(params=key))
-    steps = four_steps(model, tokens, position)
-    return model, dict(steps=steps, scale=softmax_stats(samples),
-                permutation={p.value: both_orders(model, tokens, p) for p in Position},
-                rotary=rotated_scores(steps["q"][token, 0], steps["k"][0, 0], tokens.shape[0]),
-                causal=causal_block(model, tokens, position),
-                sinusoidal=pos.sinusoidal_table(tokens.shape[0], model.cfg.d_model))
+@functools.partial(nnx.jit, static_argnames=("cfg", "token"))
+def _numbers(key, tokens, samples, *, cfg, token):
+    models = scheme_models(cfg, key)
+    model = models[cfg.position.value]
+    steps = four_steps(model, tokens)
+    sinusoidal = cached(models[Position.SINUSOIDAL.value], tokens[None], ["embed.position"])
+    return models, dict(
+        steps=steps, scale=softmax_stats(samples),
+        permutation={p: both_orders(m, tokens) for p, m in models.items()},
+        rotary=rotated_scores(steps["q"][token, 0], steps["k"][0, 0], tokens.shape[0]),
+        causal=causal_block(model, tokens), sinusoidal=sinusoidal["embed.position"])
+
+
+def cached(model: Transformer, tokens: jax.Array, names) -> dict:
+    """The model's activations at `names` for tokens [B, T], from one `run_with_cache` pass:
+    block 0's hook points without their `blocks.0.` prefix, the embeddings' (`embed.*`) as
+    they are."""
+    full = {name: name if name.startswith("embed.") else LAYER + name for name in names}
+    _, cache = run_with_cache(model, tokens, names=list(full.values()))
+    return {name: cache[point] for name, point in full.items()}
 
 
 # --- part 1: the four steps ---------------------------------------------------------------------
 
-def four_steps(model: TraceModel, tokens: jax.Array, position: Position) -> dict:
-    """x; W_q, W_k, W_v -> Q, K, V [T, H, d_k]; Q·Kᵀ and ÷√d_k [H, T, T]; softmax; weights·V;
-    W_o. `module_output` is MultiHeadAttention's own call on the same x (must equal `output`)."""
-    x, bias, rotate = embed(model, tokens[None], position)
-    attention = model.block.attention
-    q, k, v = attention.project(x)  # [1, T, H, d_k] each
-    if rotate is not None:
-        q, k = rotate(q, k)
-    raw = attention_logits(q, k, scale=1.0)  # Q·Kᵀ [1, H, T, T]
-    scaled = attention_logits(q, k, bias=bias)  # ÷√d_k (+ ALiBi's bias)
-    heads, weights = scaled_dot_product_attention(q, k, v, bias=bias)  # [1, T, H, d_k], [1, H, T, T]
-    merged = heads.reshape(x.shape)  # concat heads: [1, T, D]
-    module_output, _ = attention(x, bias=bias, qk_transform=rotate)
+def four_steps(model: Transformer, tokens: jax.Array) -> dict:
+    """Part 1 on tokens [T], from block 0's hook points: what its attention reads (x [T, D]: the
+    embeddings, normed first with pre-norm) and its q, k, v [T, H, d_k] (rotated by rotary);
+    from them, by hand (`by_hand`), Q·Kᵀ and ÷√d_k [H, T, T], softmax, weights·V [T, H, d_k]
+    and W_o [T, D]; under "model" the model's own values of those steps (`MODEL_POINTS`)."""
+    cfg = model.cfg
+    (attention_input,), _ = STAGES[cfg.norm]["attention"]
+    found = cached(model, tokens[None], [attention_input, "attn.q", "attn.k", "attn.v",
+                                         *MODEL_POINTS.values()])
+    found = {name: value[0] for name, value in found.items()}  # the batch of one
+    attention = model.layers.block(0).attention
+    q, k, v = found["attn.q"], found["attn.k"], found["attn.v"]
+    hand = by_hand(q, k, v, attention.out, logit_bias(cfg, tokens.shape[0]))
     linear = {name: getattr(attention, name) for name in ("query", "key", "value", "out")}
-    return dict(x=x[0], q=q[0], k=k[0], v=v[0], raw=raw[0], scaled=scaled[0], weights=weights[0],
-                row_sums=weights[0].sum(-1), heads=heads[0], output=attention.out(merged)[0],
-                module_output=module_output[0],
+    return dict(x=found[attention_input], q=q, k=k, v=v, **hand,
+                row_sums=hand["weights"].sum(-1),
+                model={step: found[point] for step, point in MODEL_POINTS.items()},
                 **{f"kernel_{n}": m.kernel[...] for n, m in linear.items()},
                 **{f"bias_{n}": m.bias[...] for n, m in linear.items()})
+
+
+def by_hand(q: jax.Array, k: jax.Array, v: jax.Array, out: nnx.Module, bias) -> dict:
+    """The steps written out on q, k, v [T, H, d_k]: Q·Kᵀ, ÷√d_k (+ bias [H, T, T]), softmax,
+    weights·V, then concat·W_o + b_o with `out`'s kernel and bias."""
+    raw = jnp.einsum("qhd,khd->hqk", q, k)  # Q·Kᵀ: [H, T, T]
+    scaled = raw / jnp.sqrt(q.shape[-1]) + bias  # ÷√d_k
+    weights = jax.nn.softmax(scaled, axis=-1)  # each row sums to 1
+    heads = jnp.einsum("hqk,khd->qhd", weights, v)  # weights·V: [T, H, d_k]
+    merged = heads.reshape(heads.shape[0], -1)  # concat heads: [T, H·d_k]
+    return dict(raw=raw, scaled=scaled, weights=weights, heads=heads,
+                output=merged @ out.kernel[...] + out.bias[...])
+
+
+def logit_bias(cfg: ModelConfig, length: int):
+    """What the hand step adds to Q·Kᵀ/√d_k: ALiBi's penalty [H, T, T], else 0. A scheme that
+    acts on the logits and is missing here shows as a difference from `attn.scaled_logits`."""
+    if cfg.position is Position.ALIBI:
+        return pos.alibi_bias(cfg.num_heads, length, length)[0]
+    return 0.0
 
 
 def flow(steps: dict, i: int) -> dict:
@@ -238,10 +270,9 @@ def head_shapes(d_model: int = 512, heads: int = 8, length: int = 3) -> dict:
 
 # --- part 4: positions --------------------------------------------------------------------------
 
-def both_orders(model: TraceModel, tokens: jax.Array, position: Position) -> dict:
-    """The block's outputs [T, D] for the sentence and for it reversed, under `position`."""
-    x, bias, rotate = embed(model, jnp.stack([tokens, tokens[::-1]]), position)  # [2, T, D]
-    out = model.block(x, bias=bias, qk_transform=rotate)[0]
+def both_orders(model: Transformer, tokens: jax.Array) -> dict:
+    """The block's outputs [T, D] (`resid_post`) for the sentence and for it reversed."""
+    out = cached(model, jnp.stack([tokens, tokens[::-1]]), ["resid_post"])["resid_post"]
     return dict(output=out[0], reversed=out[1])
 
 
@@ -272,33 +303,23 @@ def rotary_shift(scores: np.ndarray, i: int, j: int) -> dict:
 
 # --- part 5: the causal mask and one block ------------------------------------------------------
 
-def causal_block(model: TraceModel, tokens: jax.Array, position: Position) -> dict:
-    """One pass of x through the block with the causal mask: the mask, the weights the block's
-    attention used, and each sub-layer's and norm's input and output ("stage/in", "stage/out")
-    for those present (`BLOCK_STAGES` gives their order)."""
-    x, bias, rotate = embed(model, tokens[None], position)
-    block = nnx.merge(*nnx.split(model.block))  # a copy: the taps below replace its sub-modules
-    mask = attention_mask(None, x.shape[1], causal=True)  # [1, 1, T, T]
-    found = {}
-    for name in BLOCK_STAGES:
-        inner = getattr(block, name)
-        if inner is not None:
-            setattr(block, name, _Tap(name, inner, found))
-    output, probe = block(x, mask=mask, bias=bias, qk_transform=rotate, probe=True)
-    return found | dict(x=x[0], mask=mask[0, 0], weights=probe.weights[0], output=output[0])
-
-
-class _Tap:
-    """Calls a block's sub-layer or norm and keeps its input and output."""
-
-    def __init__(self, name, inner, found):
-        self.name, self.inner, self.found = name, inner, found
-
-    def __call__(self, x, *args, **kwargs):
-        out = self.inner(x, *args, **kwargs)
-        y = out[0] if isinstance(out, tuple) else out  # attention returns (y, probe)
-        self.found[f"{self.name}/in"], self.found[f"{self.name}/out"] = x[0], y[0]
-        return out
+def causal_block(model: Transformer, tokens: jax.Array) -> dict:
+    """The model as a causal decoder (the same weights) on tokens [T], from block 0's hook
+    points: the mask it applied (True where a key's logit was kept), its attention weights,
+    each sub-layer's and norm's input and output ("stage/in", "stage/out"; `STAGES` gives them
+    in order), the block's input x and its output."""
+    stages = STAGES[model.cfg.norm]
+    names = {name for inputs, output in stages.values() for name in (*inputs, output)}
+    names |= {"resid_pre", "resid_post", "attn.masked_logits", "attn.weights"}
+    decoder = with_config(model, arch=Arch.DECODER)
+    found = {n: v[0] for n, v in cached(decoder, tokens[None], sorted(names)).items()}
+    blocked = jnp.finfo(found["attn.masked_logits"].dtype).min  # what the mask writes
+    taps = {}
+    for stage, (inputs, output) in stages.items():
+        taps[f"{stage}/in"] = sum(found[n] for n in inputs)  # Post-LN's norms: x + branch
+        taps[f"{stage}/out"] = found[output]
+    return taps | dict(x=found["resid_pre"], mask=found["attn.masked_logits"][0] != blocked,
+                       weights=found["attn.weights"], output=found["resid_post"])
 
 
 def rms(x: np.ndarray) -> np.ndarray:

