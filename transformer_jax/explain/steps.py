@@ -22,9 +22,8 @@ from flax import nnx
 
 from transformer_jax.config import Arch, ConfigError, ModelConfig, Norm, Position, parse_enum
 from transformer_jax.model import positions as pos
-from transformer_jax.model.attention import (MultiHeadAttention, attention_logits,
-                                             scaled_dot_product_attention)
-from transformer_jax.model.hooks import run_with_cache
+from transformer_jax.model.attention import attention_logits
+from transformer_jax.model.hooks import hook_names, run_with_cache
 from transformer_jax.model.pretrained import with_config
 from transformer_jax.model.transformer import Transformer, count_params
 
@@ -247,25 +246,37 @@ def softmax_stats(samples: dict) -> dict:
 # --- part 3: the shapes of multi-head attention -------------------------------------------------
 
 def head_shapes(d_model: int = 512, heads: int = 8, length: int = 3) -> dict:
-    """Every array's shape through MultiHeadAttention(d_model, heads) on x [1, length, d_model]
-    (abstract evaluation: no arithmetic), and the parameter counts of `heads` heads and of one."""
-    abstract = lambda h: nnx.eval_shape(lambda: MultiHeadAttention(d_model, h, rngs=nnx.Rngs(0)))
-    module = abstract(heads)
-    graphdef, state = nnx.split(module)
+    """Every array's shape through the attention of a one-block Transformer(d_model, heads) on
+    tokens [1, length]: its hook points' (`hook_names`, abstract: no arithmetic), its kernels',
+    and the two reshapes between them that no point shows (Q before the split into heads, the
+    heads concatenated); and the attention's parameter counts with `heads` heads and with one."""
+    model = abstract_model(d_model, heads, length)
+    points = {name[len(LAYER):]: shape
+              for name, shape in hook_names(model, length=length).items()}
+    kernel = lambda name: getattr(attention_of(model), name).kernel.shape[1:]  # noqa: E731
+    x, w_q, heads_out = points["resid_pre"], kernel("query"), points["attn.head_out"]
+    shapes = {"x": x, "W_q": w_q, "Q = x·W_q": (*x[:-1], w_q[-1]),
+              "Q split into heads": points["attn.q"], "Q·Kᵀ ÷√d_k": points["attn.scaled_logits"],
+              "softmax weights": points["attn.weights"], "weights·V": heads_out,
+              "heads concatenated": (*heads_out[:2], heads_out[2] * heads_out[3]),
+              "W_o": kernel("out"), "output": points["attn.out"]}
+    one_head = abstract_model(d_model, 1, length)
+    return dict(shapes={k: tuple(v) for k, v in shapes.items()},
+                params={h: count_params(attention_of(m)) for h, m in ((heads, model),
+                                                                       (1, one_head))})
 
-    def stages(state, x):
-        attention = nnx.merge(graphdef, state)
-        q, k, v = attention.project(x)
-        heads_out, weights = scaled_dot_product_attention(q, k, v)
-        merged = heads_out.reshape(x.shape)
-        return {"x": x, "W_q": attention.query.kernel[...], "Q = x·W_q": attention.query(x),
-                "Q split into heads": q, "Q·Kᵀ ÷√d_k": attention_logits(q, k),
-                "softmax weights": weights, "weights·V": heads_out, "heads concatenated": merged,
-                "W_o": attention.out.kernel[...], "output": attention.out(merged)}
 
-    shapes = jax.eval_shape(stages, state, jax.ShapeDtypeStruct((1, length, d_model), jnp.float32))
-    return dict(shapes={k: tuple(v.shape) for k, v in shapes.items()},
-                params={heads: count_params(module), 1: count_params(abstract(1))})
+def abstract_model(d_model: int, heads: int, length: int) -> Transformer:
+    """A one-block post-norm Transformer of that width as shapes only (nothing drawn)."""
+    cfg = ModelConfig(vocab_size=len(VOCAB), num_outputs=len(VOCAB), d_model=d_model,
+                      num_heads=heads, num_layers=1, d_ff=4 * d_model, norm=Norm.POST,
+                      max_len=length)
+    return nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
+
+
+def attention_of(model: Transformer) -> nnx.Module:
+    """The attention of the model's one block (its parameters stacked [1, ...])."""
+    return model.layers.blocks.attention
 
 
 # --- part 4: positions --------------------------------------------------------------------------
