@@ -131,7 +131,8 @@ def trace_numbers(trace: TraceConfig, queries: int = 256, keys: int = 32
     numbers of parts 1, 2, 4 and 5 (part 3 is `head_shapes`): {"steps", "flow", "scale",
     "permutation", "rotary", "causal"}, each a dict of numpy arrays, "sinusoidal" (the table's
     first T rows) and "scale_samples" (queries, keys). Initialization and all parts are one
-    compiled program (one compile: ~4 s of CPU, where two took ~5)."""
+    compiled program: one compile, ~6 s of CPU on a 2-core EPYC; the command takes ~3 s with its
+    compilation cache warm, most of it tracing the model's eight hooked passes."""
     samples = score_samples(trace.seed, queries, keys)
     models, found = _numbers(jax.random.key(trace.seed), jnp.asarray(trace.tokens), samples,
                              cfg=trace.model_config(), token=trace.token_index)
