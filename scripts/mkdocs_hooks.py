@@ -6,8 +6,9 @@ and files) with the experiment files the pages link to, at the same paths as in 
 Their links are written for the repository. Those to files the site holds are pointed at the
 site's copy (the README's docs/X.md is the site's X.md); those to other repository files (the
 README's source links) point into the repository at `repo_url` when mkdocs.yml sets one, and
-are plain text otherwise, so that `mkdocs build --strict` passes and no link 404s. Only
-MkDocs itself is imported: the site builds from the `docs` extra alone.
+are plain text otherwise, so that `mkdocs build --strict` passes and no link 404s. A study
+page's table cells may break after '_', '=' and '→' (`breakable_cells`), so that its tables fit
+the page at 1400 px. Only MkDocs itself is imported: the site builds from the `docs` extra alone.
 """
 from __future__ import annotations
 
@@ -82,3 +83,28 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     page_dir = posixpath.dirname(src_uri)
     repo_url = config.get("repo_url") or ""
     return LINK.sub(lambda m: rewrite_link(m[1], m[2], repo_dir, page_dir, repo_url), markdown)
+
+
+# A break opportunity (<wbr>) after each of these in a results table's cell: a variant, a metric
+# or an override ('res_no_norm_warmup_clip_L24_best', 'model.norm=none', '(1920→2400)') is one
+# word to the browser, so a column could not be narrower than its longest name, and a study's
+# tables pushed past the text column at 1400 px. Numbers keep whole (docs/stylesheets/extra.css).
+BREAK_AFTER = "_=→"
+CELL = re.compile(r"(<t[dh][ >].*?</t[dh]>)", re.S)
+TEXT = re.compile(r"(?<=>)[^<]+")  # the text between tags, never a tag's attributes
+
+
+def breakable_cells(html: str) -> str:
+    """`html` with <wbr> after each BREAK_AFTER character in the text of its table cells."""
+    def cell(match: re.Match) -> str:
+        return TEXT.sub(lambda text: re.sub(f"([{BREAK_AFTER}])", r"\1<wbr>", text[0]),
+                        match[0])
+    return CELL.sub(cell, html)
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    """The study pages' tables, breakable at BREAK_AFTER (not the index's: it fits, and its
+    study names read better whole)."""
+    uri = page.file.src_uri
+    study_page = uri.startswith(f"{RESULTS}/") and uri != f"{RESULTS}/README.md"
+    return breakable_cells(html) if study_page else html

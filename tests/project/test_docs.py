@@ -151,6 +151,11 @@ def test_docs_site_builds_strictly(tmp_path):
     for sheet in re.findall(r"- (\S+)", sheets):
         assert (site / sheet).is_file() and (ROOT / "docs" / sheet).is_file(), sheet
         assert sheet in (site / "experiments/results/depth_sweep/index.html").read_text(), sheet
+    # a study page's table cells are breakable after '_' (mkdocs_hooks.breakable_cells); the
+    # index, which fits, keeps its study names whole
+    assert "<td>pre_<wbr>res_<wbr>L24" in (site / "experiments/results/depth_sweep/index.html"
+                                              ).read_text()
+    assert "<wbr>" not in (site / "experiments/results/index.html").read_text()
     # the findings are in the site, from the repository: the README, every study's page with
     # its plots, each link and image of those pages resolving to a file of the site
     overview = (site / "overview" / "index.html").read_text()
@@ -201,6 +206,21 @@ def test_the_sites_copy_of_a_repository_link():
     assert rewrite("home", "../../README.md", results, results, "") == "[home](../../overview.md)"
     assert rewrite("web", "https://flax.readthedocs.io", "", "", "") == \
         "[web](https://flax.readthedocs.io)"
+
+
+def test_a_study_tables_names_break_after_underscores_equals_and_arrows_only():
+    """A variant or an override is one word to a browser: the hook gives each cell's text a
+    break after '_', '=' and '→' (so that a study's tables fit the page at 1400 px), and leaves
+    tags, numbers and text outside the tables as they are."""
+    breakable = _hooks().breakable_cells
+    html = ('<p>pre_res</p><table><tr><th align="left">eval/accuracy: step</th></tr>'
+            '<tr><td><a href="../res_no_norm.md">res_no_norm</a></td>'
+            '<td>model.norm=none, 0.3535533905932738 (1920→2400)</td></tr></table><p>a=b</p>')
+    assert breakable(html) == (
+        '<p>pre_res</p><table><tr><th align="left">eval/accuracy: step</th></tr>'
+        '<tr><td><a href="../res_no_norm.md">res_<wbr>no_<wbr>norm</a></td>'
+        '<td>model.norm=<wbr>none, 0.3535533905932738 (1920→<wbr>2400)</td></tr></table>'
+        '<p>a=b</p>')
 
 
 # ---- pages that mirror the code --------------------------------------------------------------
