@@ -49,6 +49,11 @@ def test_figure_is_readable_with_seven_variants(tmp_path):
     assert fig._suptitle.get_text() == "norm_placement"
     named = plots.curves_figure(study, runs, "AMD EPYC, 2 CPUs (avx2)")
     assert named._suptitle.get_text() == "norm_placement\ntrained on AMD EPYC, 2 CPUs (avx2)"
+    assert plots.curves_figure(study, runs, size="default")._suptitle.get_text() == \
+        "norm_placement"
+    tiny = plots.curves_figure(study, runs, "AMD EPYC", size="tiny")  # curves as the verdict
+    assert tiny._suptitle.get_text() == ("norm_placement\ntrained on AMD EPYC\n(trained at "
+                                         "--size=tiny: a smoke run, not evidence)")
     axes = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
     assert set(axes) == set(METRICS)
     # log scale where a panel spans decades, linear elsewhere (and always for accuracy)

@@ -51,7 +51,7 @@ def write_report(study: Study, root: Path, runs: Optional[dict] = None,
     measured = add_measured(runs, sections)
     if study.evaluate is None:
         plot_curves(study, runs, root / "curves.png",
-                    provenance.machine_words(provenance.this_machine()))
+                    provenance.machine_words(provenance.this_machine()), size)
     board.write_comparison(study, root, runs)
     _write_csv(_rows(study, runs, measured), root / "summary.csv")
     record = study_record(study, runs, study.probe_markdown(root), sections, size)

@@ -268,19 +268,30 @@ def chance_level(study, variants: Sequence[str], metric: str) -> Optional[float]
 
 
 def plot_curves(study, runs: Mapping[tuple[str, int], dict[str, Any]], path: Path,
-                machine: str = "") -> None:
-    """`curves_figure`, written to `path` (PNG); `machine`: the CPU that trained the runs."""
+                machine: str = "", size: Optional[str] = None) -> None:
+    """`curves_figure`, written to `path` (PNG); `machine`: the CPU that trained the runs;
+    `size`: the --size they were trained at."""
     import matplotlib.pyplot as plt
 
-    fig = curves_figure(study, runs, machine)
+    fig = curves_figure(study, runs, machine, size)
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
 
 
-def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]], machine: str = ""):
+def size_line(size: Optional[str]) -> str:
+    """'\\n(trained at --size=tiny: a smoke run, not evidence)'; '' at the default size."""
+    if size in (None, "default"):
+        return ""
+    return f"\n(trained at --size={size}: {verdict_text.SIZE_WORDS.get(size, 'not the default')})"
+
+
+def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]], machine: str = "",
+                  size: Optional[str] = None):
     """One panel per metric of `study` (per metric and task, `panels`): each variant's mean
     over seeds, shaded over its 95 % t-interval (`panel_bands`; `runs`: report.collect's
-    (variant, seed) -> {'curves': ...}), an accuracy's chance level drawn."""
+    (variant, seed) -> {'curves': ...}), an accuracy's chance level drawn. Curves trained at a
+    --size other than the default say so in the title, as the verdict does: twenty steps of a
+    tiny run look like a result."""
     plt = file_pyplot()
 
     found = panels(study)
@@ -300,7 +311,7 @@ def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]], machine
     seeds = verdict_text.seed_list(list(study.seeds))
     band = (f"line: mean over seeds {seeds} (geometric on a log axis)\n{BAND_WORDS}"
             if len(study.seeds) > 1 else f"seed {study.seeds[0]}")
-    fig.suptitle(study.name + (f"\ntrained on {machine}" if machine else ""),
+    fig.suptitle(study.name + (f"\ntrained on {machine}" if machine else "") + size_line(size),
                  fontsize=FONT["title"] + 1)
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns,
                frameon=False, title=f"{title}\n{band}", fontsize=FONT["legend"],
