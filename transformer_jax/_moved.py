@@ -8,8 +8,8 @@ sys.modules did the same silently, and type checkers could not follow it; the ol
 TYPE_CHECKING what it stands for.) Nothing inside transformer_jax imports an old path: .importlinter
 forbids it.
 
-A removed path is gone for users, but the design history (studies/history.py) still loads old
-commits' experiment files, which import it: `removed_paths_readable()` lets them, silently and
+A removed path is gone for users, but the design history (studies/records/history.py) still loads
+old commits' experiment files, which import it: `removed_paths_readable()` lets them, silently and
 only while it lasts, from REMOVED.
 """
 from __future__ import annotations

@@ -44,9 +44,9 @@ def test_an_import_against_the_layers_breaks_the_contract(tmp_path):
 def test_importing_an_old_path_inside_the_package_breaks_the_contract(tmp_path):
     """The old paths (transformer_jax.train.hugepages, ...) are for users, who are warned; the
     package itself imports only the new ones."""
-    report = lint_with_added_import(tmp_path, "studies/export.py",
+    report = lint_with_added_import(tmp_path, "studies/records/export.py",
                                     "from transformer_jax.train import hugepages")
-    assert "transformer_jax.studies.export -> transformer_jax.train.hugepages" in report
+    assert "transformer_jax.studies.records.export -> transformer_jax.train.hugepages" in report
 
 
 def test_an_analysis_importing_what_publishes_breaks_the_contract(tmp_path):
@@ -67,9 +67,9 @@ def test_a_room_of_studies_importing_a_room_above_it_breaks_the_contract(tmp_pat
     report = lint_with_added_import(tmp_path / "report", "studies/report.py",
                                     "from transformer_jax.studies.run import jobs")
     assert "transformer_jax.studies.report -> transformer_jax.studies.run.jobs" in report
-    report = lint_with_added_import(tmp_path / "old_path", "studies/record.py",
+    report = lint_with_added_import(tmp_path / "old_path", "studies/records/record.py",
                                     "from transformer_jax.studies import plots")
-    assert "transformer_jax.studies.record -> transformer_jax.studies.plots" in report
+    assert "transformer_jax.studies.records.record -> transformer_jax.studies.plots" in report
 
 
 def test_the_training_layers_public_names_are_its_packages():

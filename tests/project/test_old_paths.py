@@ -27,7 +27,10 @@ MOVED = {"transformer_jax.train.hugepages": ("transformer_jax.runtime.hugepages"
                 ("render", "board", "COMPARE_DIR"), ("run", "sweep", "main"),
                 ("run", "jobs", "Task"), ("run", "schedule", "Sweep"),
                 ("run", "plan", "Plan"), ("run", "terminal", "headline_metric"),
-                ("run", "evaluate", "main"))}}
+                ("run", "evaluate", "main"), ("records", "record", "FILE"),
+                ("records", "provenance", "this_machine"), ("records", "history", "Change"),
+                ("records", "preregistration", "record"), ("records", "export", "ExportError"),
+                ("records", "suite_time", "file_name"), ("records", "cap_reason", "cap_lines"))}}
 
 # Each old path used three ways in one fresh process (the warning is once per process): `from
 # ... import`, an attribute of `import ... as`, and again; what warned, where, and whether the
@@ -76,7 +79,7 @@ def test_the_removed_paths_are_gone_and_the_changelog_says_where_each_went():
 
 
 def test_an_old_commits_file_reads_a_removed_path_only_while_history_asks():
-    """studies/history.py loads old experiment files, which import removed paths: inside
+    """studies/records/history.py loads old experiment files, which import removed paths: inside
     removed_paths_readable they import silently, as the new module's very objects; after it,
     they are gone again (not in sys.modules, not an attribute of the package)."""
     assert len(REMOVED) == 7

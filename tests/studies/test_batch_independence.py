@@ -29,7 +29,7 @@ def tiny_batchnorm(tmp_path_factory):
     return study, root / "study"
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_scores_per_mode_and_the_checks(tiny_batchnorm):
     study, root = tiny_batchnorm
     found = bi.measure(root, report.collect(study, root), examples=16)

@@ -1,11 +1,12 @@
-"""Why a plateau's cap stopped a study (studies/cap_reason.py): the arms still gaining, the
+"""Why a plateau's cap stopped a study (studies/records/cap_reason.py): the arms still gaining, the
 suite's time against its limit, and whether one more stage would fit, on the page."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from transformer_jax.studies import cap_reason, catalog, suite_time
+from transformer_jax.studies import catalog
+from transformer_jax.studies.records import cap_reason, suite_time
 from transformer_jax.studies.render import pages
 
 RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"

@@ -15,11 +15,11 @@ import pytest
 from transformer_jax.config import ConfigError
 from transformer_jax.model.pretrained import (mean_pool, packaged_checkpoint, tokenize,
                                               with_config)
-from transformer_jax.studies import record
 from transformer_jax.studies.analysis import checkpoint_claims, checkpoint_roles, head_controls
+from transformer_jax.studies.analysis.checkpoint_probe import Ablation, cosine_distance, pad_batch
+from transformer_jax.studies.records import record
 from transformer_jax.studies.run import evaluate as evaluate_lib
 from transformer_jax.studies.run import sweep
-from transformer_jax.studies.analysis.checkpoint_probe import Ablation, cosine_distance, pad_batch
 from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,7 +103,7 @@ def test_sentences_of_a_play(tmp_path):
     assert all(sorted(a[:-1].split()) == sorted(b[:-1].split()) and a != b for a, b in pairs)
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_evaluation_study_end_to_end(tmp_path, monkeypatch):
     keep = ("intact", "no_positions", "knockout_previous", "random_previous")
     study = _small_study(tmp_path, monkeypatch, keep, (0, 1, 2))

@@ -11,7 +11,7 @@ import scipy.stats
 
 from transformer_jax.config import ConfigError
 from transformer_jax.studies import multiplicity
-from transformer_jax.studies import record as record_lib
+from transformer_jax.studies.records import record as record_lib
 from transformer_jax.studies.render import forest, verdict_text
 from transformer_jax.studies.study import (NO_EFFECT, Comparison, Expectation, Study, Verdict,
                                            expectation_key, load_config)

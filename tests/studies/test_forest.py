@@ -11,7 +11,7 @@ import matplotlib.colors
 import matplotlib.pyplot
 import pytest
 
-from transformer_jax.studies import provenance
+from transformer_jax.studies.records import provenance
 from transformer_jax.studies.render import forest, pages
 
 RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"

@@ -60,7 +60,7 @@ def test_flops_barely_change_with_the_heads():
     assert len({p for p, _ in costs}) == 1 and max(flops) / min(flops) - 1 < heads.FLOPS_WITHIN
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_both_analyses_on_a_tiny_finished_study(tmp_path):
     heads = load_module(EXPERIMENT)
     full = heads.get_study("tiny")

@@ -55,7 +55,7 @@ def test_the_checks_read_the_right_heads():
     assert induction.top_ratio(importance) == pytest.approx(3.0)
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_every_analysis_on_a_tiny_finished_study(tmp_path):
     study = tiny_experiment(EXPERIMENT, tmp_path / "data")
     root = tmp_path / "induction"

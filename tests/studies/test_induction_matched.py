@@ -44,7 +44,7 @@ def test_it_is_inductions_two_layer_model_with_more_heads_and_its_thresholds(siz
         assert top["without"] not in margins
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_the_analyses_on_a_tiny_finished_study(tmp_path):
     study = tiny_experiment(EXPERIMENT, tmp_path / "data")
     root = tmp_path / "induction_matched"

@@ -12,7 +12,7 @@ import scipy.stats
 
 from transformer_jax.config import ConfigError
 from transformer_jax.data import synthetic
-from transformer_jax.studies import record as record_lib
+from transformer_jax.studies.records import record as record_lib
 from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.study import (Comparison, Expectation, Study, Verdict,
                                            chance_accuracy, load_config, load_study)

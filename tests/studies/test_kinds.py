@@ -8,9 +8,10 @@ import ml_collections
 import pytest
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import record, report
-from transformer_jax.studies.run import terminal
+from transformer_jax.studies import report
+from transformer_jax.studies.records import record
 from transformer_jax.studies.render import verdict_text
+from transformer_jax.studies.run import terminal
 from transformer_jax.studies.study import (Comparison, Expectation, Kind, Measure, Study,
                                            Verdict)
 

@@ -59,7 +59,7 @@ def test_the_study_loads_and_evaluates_unseen_lengths_up_to_4n(size):
                          max_len=data.eval_seq_len)
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_accuracy_by_length_on_a_tiny_finished_study(tmp_path):
     full = load_study(EXPERIMENT, "tiny")
     base = full.base.copy_and_resolve_references()

@@ -49,7 +49,7 @@ def lm_suite(tmp_path_factory, shakespeare_file, tj_data_dir, compilation_cache)
     return {n: (s, base / n, reported[n]) for n, s in studies.items()}
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_identical_runs_of_the_lm_studies_are_trained_once(lm_suite):
     linked = {(name, variant): os.readlink(root / variant / "seed_0")
               for name, (study, root, _) in lm_suite.items() for variant in study.variants
@@ -61,7 +61,7 @@ def test_identical_runs_of_the_lm_studies_are_trained_once(lm_suite):
 
 
 @pytest.mark.parametrize("name", LM_STUDIES)
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_lm_study_at_tiny_size_writes_its_verdict(lm_suite, name):
     study, root, reported = lm_suite[name]
     assert reported

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.studies import history, measured_code, syntax
+from transformer_jax.studies import measured_code, syntax
+from transformer_jax.studies.records import history
 from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]

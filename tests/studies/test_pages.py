@@ -18,7 +18,7 @@ import jax
 import numpy as np
 import pytest
 
-from transformer_jax.studies import preregistration, provenance, record, suite_time
+from transformer_jax.studies.records import preregistration, provenance, record, suite_time
 from transformer_jax.studies.render import forest, pages
 from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.run import sweep
@@ -328,7 +328,7 @@ def test_the_committed_verdict_and_summary_markdown_render_from_the_records():
                                       else record.FULL_PRECISION), name
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_a_sweep_writes_provenance_and_pages_beside_its_report(tmp_path):
     """Runs that already ended (status files only): the sweep trains nothing and reports."""
     first, second = (tiny_study(tmp_path / "data", seeds=(0, 1)) for _ in range(2))

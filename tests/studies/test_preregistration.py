@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.studies import history, preregistration
+from transformer_jax.studies.records import history, preregistration
 from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def _committed_studies() -> list[tuple[str, str]]:
 
 @pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_the_page_shows_the_fingerprint_and_both_commits(tmp_path):
-    from transformer_jax.studies import provenance
+    from transformer_jax.studies.records import provenance
     from transformer_jax.studies.render import pages
 
     results = _copy_experiments(tmp_path) / "results"

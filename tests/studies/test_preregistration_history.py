@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from transformer_jax.studies import history, preregistration, provenance
+from transformer_jax.studies.records import history, preregistration, provenance
 from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]

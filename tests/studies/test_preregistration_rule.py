@@ -1,9 +1,9 @@
 """The pre-registration rule on constructed histories, in this process (no git: the fast lane's
-test of studies/preregistration.py and studies/history.py; the histories read from real commits
-are test_preregistration_history.py's)."""
+test of studies/records/preregistration.py and studies/records/history.py; the histories read from
+real commits are test_preregistration_history.py's)."""
 from __future__ import annotations
 
-from transformer_jax.studies import history, preregistration
+from transformer_jax.studies.records import history, preregistration
 
 DESIGN, RESULTS = "d" * 40, "e" * 40
 MOVED = history.Change("c0ffee1" + "0" * 33, "f1", "f2")

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from tiny_study import tiny_study
-from transformer_jax.studies import provenance, publish
+from transformer_jax.studies import publish
+from transformer_jax.studies.records import provenance
 
 WRITTEN = {"README.md", "curves.png", "preregistration.json", "provenance.json", "summary.csv",
            "summary.md", "verdict.json", "verdict.md"}
@@ -69,9 +70,9 @@ def _published(tmp_path, size: str, study=None, runs=None):
 
 def test_a_verdict_judged_at_tiny_says_so_everywhere_it_appears(tmp_path, outside_a_checkout):
     """The record, verdict.md, the page, the index cell and the terminal all name the size."""
-    from transformer_jax.studies import record
-    from transformer_jax.studies.run import terminal
+    from transformer_jax.studies.records import record
     from transformer_jax.studies.render import verdict_text
+    from transformer_jax.studies.run import terminal
 
     root = _published(tmp_path, "tiny")
     found = record.read(root / record.FILE)
@@ -85,7 +86,7 @@ def test_a_verdict_judged_at_tiny_says_so_everywhere_it_appears(tmp_path, outsid
 
 
 def test_a_verdict_at_the_default_size_names_no_size(tmp_path, outside_a_checkout):
-    from transformer_jax.studies import record
+    from transformer_jax.studies.records import record
     from transformer_jax.studies.render import verdict_text
 
     root = _published(tmp_path, "default")
@@ -98,7 +99,7 @@ def test_an_evaluation_only_study_gets_no_curves_and_names_its_units_compactly(
         tmp_path, outside_a_checkout):
     import dataclasses
 
-    from transformer_jax.studies import record
+    from transformer_jax.studies.records import record
 
     study = dataclasses.replace(tiny_study(tmp_path / "data", seeds=tuple(range(12))),
                                 evaluate=lambda s, r: {})

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.studies import rejudge, record
+from transformer_jax.studies import rejudge
+from transformer_jax.studies.records import record
 from transformer_jax.studies.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]

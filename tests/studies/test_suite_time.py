@@ -7,8 +7,8 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from transformer_jax.studies import export, provenance, suite_time
-from transformer_jax.studies import record as record_lib
+from transformer_jax.studies.records import export, provenance, suite_time
+from transformer_jax.studies.records import record as record_lib
 from transformer_jax.studies.render import pages
 
 START = datetime(2026, 12, 3, 10, 0, 0, tzinfo=timezone.utc).timestamp()

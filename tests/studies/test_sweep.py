@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from transformer_jax.studies import report
-from transformer_jax.studies import provenance
+from transformer_jax.studies.records import provenance
 from transformer_jax.studies.run import plan as plan_lib
 from transformer_jax.studies.run import sweep
 from transformer_jax.train import workdir as workdir_lib
@@ -33,7 +33,7 @@ def _hashes(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_sweep_end_to_end_then_rerun_changes_no_run(tmp_path):
     study = tiny_study(tmp_path / "data", probes=lambda root: "probe table", seeds=(0, 1),
                        analyses=(lambda root, runs: f"analysed {len(runs)} runs",))
@@ -73,7 +73,7 @@ def test_a_probes_task_alone_does_not_count_as_training():
         "a": True, "b": False, "c": True}
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_half_finished_sweep_completes_only_what_is_missing(tmp_path):
     study = tiny_study(tmp_path / "data")
     root = tmp_path / "study"
@@ -87,7 +87,7 @@ def test_half_finished_sweep_completes_only_what_is_missing(tmp_path):
     assert (root / "verdict.md").exists()
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_identical_runs_of_two_studies_are_trained_once_and_both_reported(tmp_path):
     first = tiny_study(tmp_path / "data")
     second = tiny_study_sharing(tmp_path / "data")  # its 'same_as_scaled' is first's 'scaled'
@@ -139,7 +139,7 @@ def _finished_runs(study, root: Path) -> None:
             workdir_lib.write_status(root / variant / f"seed_{seed}", "finished", 6)
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_a_rerun_over_finished_runs_keeps_the_provenance_byte_for_byte(tmp_path):
     """provenance.json records what TRAINED the runs: a sweep that only re-writes the reports
     keeps it, also where a study's runs are links to another study's and where, with workers
@@ -167,7 +167,7 @@ def test_a_rerun_over_finished_runs_keeps_the_provenance_byte_for_byte(tmp_path)
         assert [record.read_bytes() for record in records] == before, f"--jobs={jobs}"
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_two_identical_variants_of_one_study_train_once_and_the_report_is_written(tmp_path):
     study = tiny_study(tmp_path / "data")
     twins = dataclasses.replace(study, variants={**study.variants,

@@ -86,7 +86,7 @@ def test_a_tuned_arm_moves_the_fingerprint_and_is_checked():
 
 
 @pytest.mark.usefixtures("compilation_cache")
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_a_sweep_trains_every_candidate_and_judges_the_arm(tmp_path):
     import dataclasses
     import json

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from transformer_jax.studies import record, report
+from transformer_jax.studies import report
 from transformer_jax.studies.checks import CheckResult, Section
+from transformer_jax.studies.records import record
 from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.stats import Failure
 from transformer_jax.config import ConfigError

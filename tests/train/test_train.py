@@ -213,7 +213,7 @@ def test_divergence_stops_the_run(tmp_path, tj_data_dir):
     assert again.stdout.splitlines()[0] == f"already diverged at step {step}; nothing to do"
 
 
-@pytest.mark.slow  # the sweep runs git (studies/provenance.py): a process, tests/fast_lane.py
+@pytest.mark.slow  # the sweep runs git (records/provenance.py): a process, tests/fast_lane.py
 def test_diverging_variant_does_not_stop_a_sweep(tmp_path, tj_data_dir):
     import csv
 

@@ -41,9 +41,11 @@ NOT_MEASURING = tuple(f"{PACKAGE}.studies.{m}" for m in (
     # the old paths of their modules (shims: an old commit's experiment file imports them)
     "render.", "run.", "plots", "markdown", "pages", "verdict_text", "board", "bounds", "forest",
     "terminal", "sweep", "jobs", "schedule", "plan", "evaluate",
-    # storing, publishing, the fingerprint's own machinery
-    "export", "record", "publish", "provenance", "preregistration", "history", "rejudge",
-    "catalog", "suite_time", "loading", "measured_code", "judged_code", "syntax"))
+    # the room of a study's records (what a results file holds, where it came from, its
+    # design's history) and its modules' old paths; publishing; the fingerprint's own machinery
+    "records.", "export", "record", "provenance", "preregistration", "history", "suite_time",
+    "cap_reason", "publish", "rejudge", "catalog", "loading", "measured_code", "judged_code",
+    "syntax"))
 # What the study module holds that is judging code (its verdict, not its measurement).
 JUDGING_NAMES = {f"{PACKAGE}.studies.study": ("Study", "Expectation", "Judgement", "Comparison",
                                               "Measure", "Kind", "NO_EFFECT", "RATES",

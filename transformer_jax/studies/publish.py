@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Optional
 
 from transformer_jax.train import cli
-from transformer_jax.studies import preregistration, provenance, report
-from transformer_jax.studies.record import REPORT_LOG
+from transformer_jax.studies import report
+from transformer_jax.studies.records import preregistration, provenance
+from transformer_jax.studies.records.record import REPORT_LOG
 from transformer_jax.studies.render import pages
 from transformer_jax.studies.study import Study
 

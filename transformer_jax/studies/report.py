@@ -15,11 +15,12 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 
 from transformer_jax.train import workdir as workdir_lib
-from transformer_jax.studies import convergence, multiplicity, provenance, tuning
+from transformer_jax.studies import convergence, multiplicity, tuning
 from transformer_jax.studies import grid as grid_lib
 from transformer_jax.studies import plateau as plateau_lib
-from transformer_jax.studies import record as record_lib
 from transformer_jax.studies.checks import Section, as_section
+from transformer_jax.studies.records import provenance
+from transformer_jax.studies.records import record as record_lib
 from transformer_jax.studies.render import board
 from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.render.plots import plot_curves

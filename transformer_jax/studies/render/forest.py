@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from transformer_jax.train.figures import file_pyplot
-from transformer_jax.studies import record as record_lib
+from transformer_jax.studies.records import record as record_lib
 from transformer_jax.studies.render import plots, verdict_text
 from transformer_jax.studies.study import KIND_WORDS, NO_EFFECT, RATES, Comparison, Kind
 

@@ -12,7 +12,7 @@ experiment file:
   README's headline    the table between `<!-- headline:start -->` and `<!-- headline:end -->`
                        (`--readme=` skips it).
 `--export=DIR` first copies a sweep's results (its --workdir) into the results directory
-(`transformer_jax.studies.export`).
+(`transformer_jax.studies.records.export`).
 
 Two layouts hold the same files: a results directory (experiments/results: <study>_verdict.json,
 ..., page <study>.md) and a sweep's study directory (DIR/<study>/verdict.json, ..., page
@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import cap_reason, catalog, export, loading, suite_time
-from transformer_jax.studies import history as history_lib
-from transformer_jax.studies import preregistration as preregistration_lib
-from transformer_jax.studies import provenance as provenance_lib
-from transformer_jax.studies import record as record_lib
+from transformer_jax.studies import catalog, loading
+from transformer_jax.studies.records import cap_reason, export, suite_time
+from transformer_jax.studies.records import history as history_lib
+from transformer_jax.studies.records import preregistration as preregistration_lib
+from transformer_jax.studies.records import provenance as provenance_lib
+from transformer_jax.studies.records import record as record_lib
 from transformer_jax.studies.render import forest
 from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.study import Study

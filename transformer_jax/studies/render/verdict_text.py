@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from transformer_jax.studies import convergence
 from transformer_jax.studies.checks import PASS, CheckResult, Section
-from transformer_jax.studies import record as record_lib
+from transformer_jax.studies.records import record as record_lib
 from transformer_jax.studies.render import bounds
 from transformer_jax.studies.render.markdown import cell
 from transformer_jax.studies.study import KIND_WORDS, RATES, Comparison, Kind, Measure

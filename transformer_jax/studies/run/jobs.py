@@ -28,7 +28,7 @@ from typing import Callable, Iterator, Optional, Sequence
 from absl import flags, logging
 
 from transformer_jax.studies.plateau import needs_extending
-from transformer_jax.studies.record import REPORT_LOG
+from transformer_jax.studies.records.record import REPORT_LOG
 
 PR_SET_PDEATHSIG = 1
 

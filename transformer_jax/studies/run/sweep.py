@@ -9,8 +9,8 @@ Runs every variant × seed into DIR/<variant>/seed_<n> (one TensorBoard logdir:
 `tensorboard --logdir DIR` overlays them), the seeds of a variant side by side in one compiled
 program (`train.train_replicas`); skips finished runs, resumes partial ones, then writes
 curves.png, summary.csv, summary.md, verdict.md, provenance.json (the machine, stack and commit
-of the process that trained its last runs: `transformer_jax.studies.provenance`) and README.md,
-the study's page (`transformer_jax.studies.render.pages`).
+of the process that trained its last runs: `transformer_jax.studies.records.provenance`) and
+README.md, the study's page (`transformer_jax.studies.render.pages`).
 `--shard=i/n` runs every n-th run starting at i (cluster array jobs); the report is written
 by whichever shard finds every run ended. `--jobs=N` trains N variants at once in worker
 processes (`transformer_jax.studies.run.jobs`), longest first. `--text_path=FILE` is the text of the

@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence, TextIO
 from transformer_jax.train.cli import LOG_FILE
 from transformer_jax.train.terminal import duration, tensorboard_executable
 from transformer_jax.studies.study import KIND_WORDS, Kind, Study
-from transformer_jax.studies import record as record_lib
+from transformer_jax.studies.records import record as record_lib
 from transformer_jax.studies.render import board
 from transformer_jax.studies.render import verdict_text
 
