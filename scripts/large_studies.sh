@@ -3,7 +3,7 @@
 #
 #   scripts/large_studies.sh [--limit=SECONDS] [--grace=SECONDS] [--suite=main|lm|depth_sweep|depth_deepest|depth_remedies_pre|depth_remedies_post|depth_remedies_nonorm|depth_remedies_noresidual|depth_article_pre|depth_article_post|depth_article_nonorm|softmax_plateau_narrow|softmax_plateau_wide|lm_head_dim|components|induction|induction_matched|mechanisms|precision|circuits|all] [WORKDIR]
 #                                                     # default runs/large, the main suite
-#   (what each suite holds: scripts/run.sh; the names: transformer_jax/studies/catalog.py)
+#   (what each suite holds: scripts/run.sh; the names: transformer_jax/studies/design/catalog.py)
 #   scripts/large_studies.sh --smoke [--limit=SECONDS] [WORKDIR]   # the same at --size=tiny, CPU
 #   scripts/large_studies.sh --dry_run ...        # print the sweep command, run nothing
 #

@@ -24,7 +24,8 @@
 #     precision        bfloat16 products in a character LM
 #     circuits         a larger character LM's heads, by knock-out
 #     all              every study, whatever its suite
-# (the suites as transformer_jax/studies/catalog.py declares them: tests/studies/test_suites.py).
+# (the suites as transformer_jax/studies/design/catalog.py declares them:
+# tests/studies/test_suites.py).
 # --suite may stand anywhere; WORKDIR is the first other argument when it is not a flag, by
 # default runs/studies (main) or runs/<suite>_studies.
 # The text of the real-text studies (lm, lm_head_dim, mechanisms, precision, circuits):

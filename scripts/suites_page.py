@@ -1,6 +1,6 @@
 """The suites as README.md and docs/verdicts.md list them, written by code from their one
-declaration (`transformer_jax.studies.catalog.DECLARED`), so that no suite's name or description
-is typed twice:
+declaration (`transformer_jax.studies.design.catalog.DECLARED`), so that no suite's name or
+description is typed twice:
 
     .venv/bin/python scripts/suites_page.py [--check]
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.page import write_or_check  # scripts/ is on the path: this file's folder
 
-from transformer_jax.studies.catalog import DECLARED, Suite
+from transformer_jax.studies.design.catalog import DECLARED, Suite
 
 REPO = Path(__file__).resolve().parents[1]
 START, END = "<!-- suites:start -->", "<!-- suites:end -->"

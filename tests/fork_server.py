@@ -43,7 +43,8 @@ hugepages.reexec_if_useful()  # as the entry points do first; the forks inherit 
 import absl.app, absl.flags, absl.logging, ml_collections.config_flags  # noqa: E401 their imports
 from transformer_jax.train import cli, loop, parallel  # noqa: F401
 # what the sweep imports, but not studies.sweep itself: it defines --workdir, as main.py does
-from transformer_jax.studies import catalog, plateau, report, study  # noqa: F401
+from transformer_jax.studies import plateau, report, study
+from transformer_jax.studies.design import catalog  # noqa: F401
 from transformer_jax.studies.render import board, pages  # noqa: F401
 from transformer_jax.studies.run import jobs, plan, schedule, terminal  # noqa: F401
 scratch = sys.argv[1]

@@ -15,7 +15,7 @@ import ml_collections
 
 from transformer_jax import data as data_lib
 from transformer_jax.config import ModelConfig, TrainConfig
-from transformer_jax.studies.loading import load_config
+from transformer_jax.studies.design.loading import load_config
 from transformer_jax.train import init, steps
 from transformer_jax.train import run as run_lib
 

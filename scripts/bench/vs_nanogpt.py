@@ -96,7 +96,7 @@ def settings_error(command: list[str]) -> str:
     user's --ours-config last) would not run, '' if it would: checked here, in milliseconds,
     rather than by our first run after nanoGPT's."""
     from transformer_jax.config import ConfigError
-    from transformer_jax.studies.loading import load_config
+    from transformer_jax.studies.design.loading import load_config
     from transformer_jax.train.run import check_config
 
     config = load_config(REPO / "configs" / "lm.py")

@@ -30,7 +30,10 @@ MOVED = {"transformer_jax.train.hugepages": ("transformer_jax.runtime.hugepages"
                 ("run", "evaluate", "main"), ("records", "record", "FILE"),
                 ("records", "provenance", "this_machine"), ("records", "history", "Change"),
                 ("records", "preregistration", "record"), ("records", "export", "ExportError"),
-                ("records", "suite_time", "file_name"), ("records", "cap_reason", "cap_lines"))}}
+                ("records", "suite_time", "file_name"), ("records", "cap_reason", "cap_lines"),
+                ("design", "loading", "load_study"), ("design", "catalog", "DECLARED"),
+                ("design", "measured_code", "refs"), ("design", "judged_code", "describe"),
+                ("design", "syntax", "sha"))}}
 
 # Each old path used three ways in one fresh process (the warning is once per process): `from
 # ... import`, an attribute of `import ... as`, and again; what warned, where, and whether the

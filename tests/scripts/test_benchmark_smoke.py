@@ -307,7 +307,7 @@ def test_the_race_is_configs_lm_but_for_its_eval_windows():
     import pytest
 
     from bench import setups
-    from transformer_jax.studies.loading import load_config
+    from transformer_jax.studies.design.loading import load_config
 
     lm = load_config(REPO / "configs" / "lm.py").to_dict()
     race = setups.CharLM().config.to_dict()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from transformer_jax.config import ADDED_FIELDS, IN_EVERY_FINGERPRINT, ModelConfig, TrainConfig
-from transformer_jax.studies.loading import STUDY_SIZES
+from transformer_jax.studies.design.loading import STUDY_SIZES
 from transformer_jax.studies.study import load_study
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"

@@ -11,7 +11,7 @@ import pytest
 
 from transformer_jax.config import ConfigError
 from transformer_jax.studies import report
-from transformer_jax.studies.loading import load_study
+from transformer_jax.studies.design.loading import load_study
 from transformer_jax.studies.study import Comparison, Expectation, Measure
 from transformer_jax.train.loop import _train_scalars
 

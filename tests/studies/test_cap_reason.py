@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from transformer_jax.studies import catalog
+from transformer_jax.studies.design import catalog
 from transformer_jax.studies.records import cap_reason, suite_time
 from transformer_jax.studies.render import pages
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from transformer_jax.studies import convergence, report
-from transformer_jax.studies.loading import load_config
+from transformer_jax.studies.design.loading import load_config
 from transformer_jax.studies.study import Comparison, Expectation, Study
 
 REPO = Path(__file__).resolve().parents[2]

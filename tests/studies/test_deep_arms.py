@@ -15,7 +15,7 @@ from registered_experiments import experiments_at
 from transformer_jax.config import BranchInit, Norm
 from transformer_jax.studies import deep_arms, study as study_lib
 from transformer_jax.studies.deep_arms import COLLAPSES, TRAINS, Arm, Thresholds
-from transformer_jax.studies.loading import load_module
+from transformer_jax.studies.design.loading import load_module
 from transformer_jax.studies.study import Comparison, Kind, Measure
 from transformer_jax.train import check_config
 

@@ -9,7 +9,7 @@ import pytest
 from registered_experiments import experiments_at
 
 from transformer_jax.studies import study as study_lib
-from transformer_jax.studies.loading import load_module
+from transformer_jax.studies.design.loading import load_module
 
 REPO = Path(__file__).resolve().parents[2]
 PARTS = ("depth_sweep", "depth_deepest")  # the sweep's depths; the article's depth and width

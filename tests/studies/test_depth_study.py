@@ -14,7 +14,7 @@ import pytest
 
 from transformer_jax.studies.analysis import depth as depth_eval
 from transformer_jax.studies import study as study_lib
-from transformer_jax.studies.loading import load_module
+from transformer_jax.studies.design.loading import load_module
 from transformer_jax.studies.render import bounds
 from transformer_jax.train import check_config
 

@@ -8,7 +8,7 @@ import pytest
 from tiny_study import tiny_experiment
 
 from transformer_jax.studies.analysis import matched_knockout
-from transformer_jax.studies.loading import load_module
+from transformer_jax.studies.design.loading import load_module
 from transformer_jax.studies.run import sweep
 from transformer_jax.studies.study import Comparison, Kind, load_study
 

@@ -3,8 +3,8 @@ constant, closed-over value, partial keyword) and its comparison; not the markdo
 import dataclasses
 import functools
 
-from transformer_jax.studies import judged_code
 from transformer_jax.studies.checks import Check
+from transformer_jax.studies.design import judged_code
 
 BOUND = 0.5
 

@@ -43,7 +43,7 @@ RULE = '''def rule(x):
 
 
 def _digest(monkeypatch, tmp_path, **parts) -> str:
-    from transformer_jax.studies.loading import load_module
+    from transformer_jax.studies.design.loading import load_module
 
     text = RULE.format(**{**dict(doc="A docstring.", op=">=", bound="0.05",
                                  comment="a comment"), **parts})

@@ -10,7 +10,7 @@ import pytest
 
 from transformer_jax.config import ConfigError
 from transformer_jax.studies import report
-from transformer_jax.studies.loading import load_study
+from transformer_jax.studies.design.loading import load_study
 from transformer_jax.studies.study import Comparison, Expectation, Measure, flattened
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from transformer_jax.studies import study as study_lib
-from transformer_jax.studies.loading import load_module
+from transformer_jax.studies.design.loading import load_module
 from transformer_jax.studies.study import Comparison, Kind
 from transformer_jax.train import check_config
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.studies import loading
-from transformer_jax.studies.catalog import SUITES
+from transformer_jax.studies.design import loading
+from transformer_jax.studies.design.catalog import SUITES
 from transformer_jax.studies.run import sweep
 from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.config import ConfigError

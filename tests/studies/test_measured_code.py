@@ -1,4 +1,5 @@
-"""The code that computes a judged value is inside the fingerprint (studies/measured_code.py):
+"""The code that computes a judged value is inside the fingerprint
+(studies/design/measured_code.py):
 each side door a referee found (a change to how pretrained_claims draws its random heads, to a
 package constant the experiments import, to a task's data generator) is planted in a scratch
 clone and must move the fingerprint, as history reads it, of exactly the studies that use it."""
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_jax.studies import measured_code, syntax
+from transformer_jax.studies.design import measured_code, syntax
 from transformer_jax.studies.records import history
 from transformer_jax.studies.study import load_study
 

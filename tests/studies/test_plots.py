@@ -283,7 +283,7 @@ def _positions_runs(study):
 
 def test_positions_draws_one_panel_per_task_each_with_its_chance_level():
     """Its encoders learn `order` (chance 1/2), its decoders `sort` (chance 1/16 per token)."""
-    from transformer_jax.studies import loading
+    from transformer_jax.studies.design import loading
     study = loading.load_study(REPO / "experiments" / "positions.py", "tiny")
     fig = plots.curves_figure(study, _positions_runs(study))
     axes = {ax.get_title().split("\n")[0]: ax for ax in fig.axes if ax.get_visible()}

@@ -10,7 +10,7 @@ import pytest
 from registered_experiments import experiments_at
 
 from transformer_jax.studies import study as study_lib
-from transformer_jax.studies.loading import load_module
+from transformer_jax.studies.design.loading import load_module
 from transformer_jax.studies.study import Comparison, Kind, Measure
 from transformer_jax.train import check_config
 

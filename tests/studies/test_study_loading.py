@@ -10,7 +10,7 @@ import pytest
 from fork_server import run_command
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies.loading import load_study
+from transformer_jax.studies.design.loading import load_study
 
 REPO = Path(__file__).resolve().parents[2]
 

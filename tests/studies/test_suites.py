@@ -12,8 +12,8 @@ import pytest
 
 import suites_page  # scripts/ is on pytest's path (pytest.ini)
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import catalog
-from transformer_jax.studies.catalog import DECLARED, SUITES, Suite
+from transformer_jax.studies.design import catalog
+from transformer_jax.studies.design.catalog import DECLARED, SUITES, Suite
 from transformer_jax.studies.run import sweep
 
 REPO = Path(__file__).resolve().parents[2]

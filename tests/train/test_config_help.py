@@ -13,7 +13,7 @@ import pytest
 from helpers_train import MainServer
 from transformer_jax.config import ModelConfig
 from transformer_jax.data import DataConfig
-from transformer_jax.studies.loading import load_config
+from transformer_jax.studies.design.loading import load_config
 from transformer_jax.train import config_help
 from transformer_jax.train.workdir import flatten
 

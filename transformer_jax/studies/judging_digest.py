@@ -14,7 +14,8 @@ import json
 import textwrap
 from typing import Any
 
-from transformer_jax.studies import multiplicity, report, stats, study, syntax, tuning
+from transformer_jax.studies import multiplicity, report, stats, study, tuning
+from transformer_jax.studies.design import syntax
 from transformer_jax.studies.records import record
 
 

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import loading
 from transformer_jax.studies import report
 from transformer_jax.studies.checks import Section
+from transformer_jax.studies.design import loading
 from transformer_jax.studies.records import preregistration, provenance
 from transformer_jax.studies.records import record as record_lib
 from transformer_jax.studies.render import pages

@@ -3,8 +3,8 @@ outcome that would support the claim. Experiment files (`experiments/*.py`) defi
 `get_study(size) -> Study`; `transformer_jax.sweep` runs one and writes its verdict.
 
 The statistics that judge an expectation are `transformer_jax.studies.stats`; loading experiment
-and config files is `transformer_jax.studies.loading`. Both are re-exported here: experiment files
-import everything they use from this module.
+and config files is `transformer_jax.studies.design.loading`. Both are re-exported here:
+experiment files import everything they use from this module.
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ import ml_collections
 import numpy as np
 
 from transformer_jax.config import ADDED_FIELDS, IN_EVERY_FINGERPRINT, ConfigError
-from transformer_jax.studies import judged_code, measured_code
 from transformer_jax.studies import plateau as plateau_lib
-from transformer_jax.studies.loading import STUDY_SIZES, load_config, load_module, load_study
+from transformer_jax.studies.design import judged_code, measured_code
+from transformer_jax.studies.design.loading import STUDY_SIZES, load_config, load_module, load_study
 from transformer_jax.studies.plateau import Plateau
 from transformer_jax.studies.stats import (CONFIDENCE, INTERVAL_METHOD, MAX_SEEDS, Failure,
                                            Verdict, decide, difference_interval, how_it_failed,

@@ -10,8 +10,8 @@ from transformer_jax import data
 from transformer_jax.config import ModelConfig, TrainConfig
 
 # The sizes a config file itself knows (`get_config("tiny")`): its default and a seconds-long smoke
-# test. Not a study's sizes (studies/loading.py's STUDY_SIZES, which add `large`): an experiment
-# scales its runs itself, with overrides, whatever config size it starts from.
+# test. Not a study's sizes (studies/design/loading.py's STUDY_SIZES, which add `large`): an
+# experiment scales its runs itself, with overrides, whatever config size it starts from.
 CONFIG_SIZES = ("default", "tiny")
 
 

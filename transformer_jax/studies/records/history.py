@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Optional
 
 from transformer_jax._moved import removed_paths_readable
-from transformer_jax.studies import loading, measured_code, syntax
 from transformer_jax.studies import study as study_lib
+from transformer_jax.studies.design import loading, measured_code, syntax
 from transformer_jax.studies.records import provenance
 
 def built_file_names(text: str) -> frozenset[str]:
@@ -36,6 +36,8 @@ ABSENT, UNREADABLE = "absent", "unreadable"  # a fingerprint where the file is m
 # The measured code's digest at a commit before the fingerprint held it (measured_code.py did
 # not exist there): one unknown value, so history sees it move once, at the commit that added it.
 NOT_TRACKED = "not tracked"
+# where measured_code.py was first added (it moved to studies/design/ later, leaving its old
+# path behind): the commit that added it is where the fingerprint began to hold that code
 TRACKER = "transformer_jax/studies/measured_code.py"
 RESULTS = "experiments/results"
 COMMIT_NAME = re.compile(r"\b[0-9a-f]{7,40}\b")  # how an amendment names a commit: a hex prefix

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from transformer_jax.studies import loading, measured_code
 from transformer_jax.studies import study as study_lib
+from transformer_jax.studies.design import loading, measured_code
 from transformer_jax.studies.records import history, provenance
 # read and write: one JSON record format, provenance's
 from transformer_jax.studies.records.provenance import read, write  # noqa: F401
@@ -204,8 +204,8 @@ def _measured_as_today(walk: history.Repository, name: str, today,
     now = measured_code.digest(refs, measured_code.read_disk)
     if then == now:
         return []
-    return [f"{name}: the code that computes what it judges (studies/measured_code.py) is not "
-            f"what produced its results (at {code[:12]}): "
+    return [f"{name}: the code that computes what it judges (studies/design/measured_code.py) "
+            f"is not what produced its results (at {code[:12]}): "
             f"{', '.join(changed_refs(walk, code, refs)) or 'a file of it'} changed; re-run it"]
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import catalog, loading
+from transformer_jax.studies.design import catalog, loading
 from transformer_jax.studies.records import cap_reason, export, suite_time
 from transformer_jax.studies.records import history as history_lib
 from transformer_jax.studies.records import preregistration as preregistration_lib
@@ -165,8 +165,8 @@ def preregistered(entry: Entry, record: Optional[dict[str, Any]], file_name: str
             f"- **Judged with:** fingerprint `{record['fingerprint']}` of "
             f"`{record['experiment']}` at `--size={record['size']}` (`Study.fingerprint`: claim, "
             f"variants, seeds, metrics, expectations, base config, the analyses' checks and the "
-            f"code that computes what they judge, studies/measured_code.py; the judging rules' "
-            f"version is in the notes under the verdict); tests/studies/"
+            "code that computes what they judge, studies/design/measured_code.py; the judging "
+            "rules' version is in the notes under the verdict); tests/studies/"
             f"test_preregistration.py fails when the experiment file's fingerprint moves.",
             *_commits(past), f"- **Results from the code at:** `{code}`{changed}."]
     if entry.amendments:

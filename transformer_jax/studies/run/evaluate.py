@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 from transformer_jax.config import ConfigError
 from transformer_jax.model.pretrained import PretrainedError
 from transformer_jax.studies import publish
-from transformer_jax.studies.loading import STUDY_SIZES, load_study
+from transformer_jax.studies.design.loading import STUDY_SIZES, load_study
 from transformer_jax.train import workdir as workdir_lib
 
 MEASURED = "measured.json"  # the measurements, in the workdir: a second run re-judges them

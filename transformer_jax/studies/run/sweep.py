@@ -34,12 +34,12 @@ from typing import Any, Optional
 from absl import flags, logging
 
 from transformer_jax.train import cli
-from transformer_jax.studies import catalog
 from transformer_jax.studies import grid as grid_lib
 from transformer_jax.studies import plateau as plateau_lib
 from transformer_jax.studies import report
 from transformer_jax.studies import study as study_lib
-from transformer_jax.studies.catalog import check_suite, select_studies
+from transformer_jax.studies.design import catalog
+from transformer_jax.studies.design.catalog import check_suite, select_studies
 from transformer_jax.studies.render import board, pages
 from transformer_jax.studies.run import plan as plan_lib
 from transformer_jax.studies.run import schedule
