@@ -1,5 +1,17 @@
-"""The studies layer: what a study is, its statistics, the sweep that runs it and its reports.
+"""The studies layer: what a study is, how it is judged, run, rendered and recorded.
 
 Experiment files import from `transformer_jax.studies.study` (its old name,
-`transformer_jax.study`, warned for a release and went in 0.2.0: docs/changelog.md).
+`transformer_jax.study`, warned for a release and went in 0.2.0: docs/changelog.md). The rest
+is in rooms, one package per job, each importing only from the rooms below it (.importlinter):
+
+- `run`: the sweep and evaluation-only studies (what runs a study);
+- `render`: pages, the verdict's words, figures and TensorBoard's comparison (what people read);
+- `records`: the verdict record, provenance, pre-registration and the design's history, a
+  suite's time, the export (what a results file holds and where it came from);
+- `design`: loading experiment files, the suites, and what a design's fingerprint holds;
+- `analysis`: what a study measures beyond its curves (probes, head roles, knock-outs).
+
+Still flat, until `study.py`'s judging logic has a room of its own: the statistics and Holm's
+correction (stats, multiplicity), tuning, the judging rules and their digest, the report of a
+study's runs and what publishes or re-judges it.
 """
