@@ -1,8 +1,8 @@
 """The code that computes a judged value is inside the fingerprint
-(studies/design/measured_code.py):
-each side door a referee found (a change to how pretrained_claims draws its random heads, to a
-package constant the experiments import, to a task's data generator) is planted in a scratch
-clone and must move the fingerprint, as history reads it, of exactly the studies that use it."""
+(studies/design/measured_code.py): each side door a referee found (a change to how pretrained_claims
+draws its random heads, to a package constant the experiments import, to a task's data generator) is
+planted in a scratch clone and must move the fingerprint, as history reads it, of exactly the
+studies that use it."""
 import collections
 import subprocess
 from pathlib import Path
@@ -135,6 +135,22 @@ def test_code_moved_unchanged_keeps_its_digest_and_a_change_still_moves_it(monke
     assert measured_code.digest(today, after) == measured_code.digest(today, before) == was
     changed = _reader({"pkg/new.py": body.replace("+ 1", "+ 2")})
     assert measured_code.digest(today, changed) != was
+
+
+def test_a_measured_name_imported_through_an_old_paths_shim_is_followed_to_its_new_module(
+        monkeypatch):
+    """An experiment file that imports a moved module's constant by the old path (a shim that
+    hands every name over: transformer_jax/_moved.py) measures it as it did before the move:
+    the ref is the constant where it is bound now, whose digest MOVED names by its old path."""
+    old, new = "transformer_jax/studies/values.py", "transformer_jax/studies/analysis/values.py"
+    files = {old: '__getattr__, __dir__ = moved(__name__, "transformer_jax.studies.analysis.'
+                  'values")\n', new: "LIMIT = 0.5\n"}
+    monkeypatch.setattr(measured_code, "read_disk", files.get)
+    monkeypatch.setattr(measured_code, "_file", lambda m: m.replace(".", "/") + ".py")
+    found = {}
+    measured_code._add_name((old, "LIMIT"), found, {})
+    assert list(found) == [(new, "LIMIT")]
+    assert syntax.moved_to(files[new]) is None and syntax.moved_to("x = moved") is None
 
 
 def test_a_name_moved_alone_is_read_where_it_was_bound_at_each_commit(monkeypatch):

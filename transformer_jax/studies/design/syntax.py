@@ -90,6 +90,19 @@ def imported_from(text: str, name: str) -> Optional[str]:
     return None
 
 
+def moved_to(text: str) -> Optional[str]:
+    """The module an old path's shim hands its names over to (`__getattr__, __dir__ =
+    moved(__name__, "new.module")`, transformer_jax/_moved.py; None: `text` is no shim)."""
+    module = parsed(text)
+    for node in module.body if module else ():
+        call = getattr(node, "value", None)
+        if isinstance(node, ast.Assign) and isinstance(call, ast.Call) \
+                and isinstance(call.func, ast.Name) and call.func.id == "moved" \
+                and len(call.args) == 2 and isinstance(call.args[1], ast.Constant):
+            return call.args[1].value
+    return None
+
+
 def function_node(code: types.CodeType, text: str) -> list[ast.AST]:
     """The definitions in source `text` of the function whose code is `code`: the `def` or
     `lambda` that starts on its first line with its name (several lambdas on one line: all of
