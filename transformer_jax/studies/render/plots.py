@@ -280,9 +280,8 @@ def plot_curves(study, runs: Mapping[tuple[str, int], dict[str, Any]], path: Pat
 
 def size_line(size: Optional[str]) -> str:
     """'\\n(trained at --size=tiny: a smoke run, not evidence)'; '' at the default size."""
-    if size in (None, "default"):
-        return ""
-    return f"\n(trained at --size={size}: {verdict_text.SIZE_WORDS.get(size, 'not the default')})"
+    words = verdict_text.at_size(size, "trained")
+    return f"\n({words})" if words else ""
 
 
 def curves_figure(study, runs: Mapping[tuple[str, int], dict[str, Any]], machine: str = "",

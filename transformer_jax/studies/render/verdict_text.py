@@ -176,10 +176,15 @@ LISTED_SEEDS = 8  # more seeds than this are written as a range
 def size_words(record: dict[str, Any]) -> str:
     """'judged at --size=tiny: a smoke run, not evidence' for a record judged at a size other
     than the default; '' at the default, or for a record that predates sizes."""
-    size = record.get("size")
+    return at_size(record.get("size"), "judged")
+
+
+def at_size(size: Optional[str], done: str) -> str:
+    """'<done> at --size=tiny: a smoke run, not evidence' (done: 'judged', 'trained') at a size
+    other than the default; '' at the default or an unknown size (None)."""
     if size in (None, "default"):
         return ""
-    return f"judged at --size={size}: {SIZE_WORDS.get(size, 'not the default size')}"
+    return f"{done} at --size={size}: {SIZE_WORDS.get(size, 'not the default size')}"
 
 
 def seeds_words(record: dict[str, Any]) -> str:
