@@ -72,6 +72,23 @@ def test_a_room_of_studies_importing_a_room_above_it_breaks_the_contract(tmp_pat
     assert "transformer_jax.studies.records.record -> transformer_jax.studies.plots" in report
 
 
+def test_the_judge_room_importing_what_it_judges_for_breaks_the_contract(tmp_path):
+    """The judge room is the lowest room (issue 67, item 1): the judging code importing the
+    design's machinery or the record it is written into is reported; so are the judging rules'
+    table imported from inside the room it digests, and an old path of the room's modules."""
+    for folder, module, line, found in (
+            ("design", "judge/terms.py", "from transformer_jax.studies.design import syntax",
+             "judge.terms -> transformer_jax.studies.design.syntax"),
+            ("record", "judge/counts.py", "from transformer_jax.studies.records import record",
+             "judge.counts -> transformer_jax.studies.records.record"),
+            ("rules", "judge/expectation.py", "from transformer_jax.studies import judging_rules",
+             "judge.expectation -> transformer_jax.studies.judging_rules"),
+            ("old_path", "report.py", "from transformer_jax.studies import stats",
+             "studies.report -> transformer_jax.studies.stats")):
+        report = lint_with_added_import(tmp_path / folder, f"studies/{module}", line)
+        assert found in " ".join(report.split()), report  # (its lines wrap at 80 characters)
+
+
 def test_the_training_layers_public_names_are_its_packages():
     """`transformer_jax.train` states the training layer's public names; `loop.__all__` lists
     only what loop.py defines (not a second, older list of the layer's names)."""

@@ -33,7 +33,8 @@ MOVED = {"transformer_jax.train.hugepages": ("transformer_jax.runtime.hugepages"
                 ("records", "suite_time", "file_name"), ("records", "cap_reason", "cap_lines"),
                 ("design", "loading", "load_study"), ("design", "catalog", "DECLARED"),
                 ("design", "measured_code", "refs"), ("design", "judged_code", "describe"),
-                ("design", "syntax", "sha"))}}
+                ("design", "syntax", "sha"), ("judge", "stats", "decide"),
+                ("judge", "multiplicity", "holm_survives"))}}
 
 # Each old path used three ways in one fresh process (the warning is once per process): `from
 # ... import`, an attribute of `import ... as`, and again; what warned, where, and whether the

@@ -10,7 +10,7 @@ import pytest
 import scipy.stats
 
 from transformer_jax.config import ConfigError
-from transformer_jax.studies import multiplicity
+from transformer_jax.studies.judge import multiplicity
 from transformer_jax.studies.records import record as record_lib
 from transformer_jax.studies.render import forest, verdict_text
 from transformer_jax.studies.study import (NO_EFFECT, Comparison, Expectation, Study, Verdict,

@@ -13,7 +13,7 @@ import pytest
 
 from transformer_jax.studies.run import terminal
 from transformer_jax.studies.render import verdict_text
-from transformer_jax.studies.stats import Failure, how_it_failed
+from transformer_jax.studies.judge.stats import Failure, how_it_failed
 from transformer_jax.studies.study import NO_EFFECT, Comparison, Expectation, Verdict
 
 REPO = Path(__file__).resolve().parents[2]

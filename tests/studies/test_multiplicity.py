@@ -1,5 +1,5 @@
-"""Holm's correction over a study's expectations (studies/multiplicity.py): the p-value of a
-settled verdict, bisected over the intervals' confidence, agrees with the closed form of the
+"""Holm's correction over a study's expectations (studies/judge/multiplicity.py): the p-value
+of a settled verdict, bisected over the intervals' confidence, agrees with the closed form of the
 t-test; the step-down keeps exactly what Holm (1979) keeps (a Bonferroni, step-up, reversed or
 non-stopping version fails a test here); the record and the study page say what each verdict
 becomes."""
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from transformer_jax.studies import multiplicity, report
+from transformer_jax.studies import report
+from transformer_jax.studies.judge import multiplicity
 from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.study import Comparison, Expectation, Study, Verdict
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from transformer_jax.studies.analysis.nested_intervals import keyed_rng, summarize
-from transformer_jax.studies.stats import mean_interval
+from transformer_jax.studies.judge.stats import mean_interval
 
 
 def simulate(rng, sims, units, draws, mean_group=6.0, mean_random=2.0):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer_jax.studies import stats
+from transformer_jax.studies.judge import stats
 from transformer_jax.studies.render import plots
 
 REPO = Path(__file__).resolve().parents[2]

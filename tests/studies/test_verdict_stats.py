@@ -17,7 +17,7 @@ from transformer_jax.studies import report
 from transformer_jax.studies.checks import CheckResult, Section
 from transformer_jax.studies.records import record
 from transformer_jax.studies.render import verdict_text
-from transformer_jax.studies.stats import Failure
+from transformer_jax.studies.judge.stats import Failure
 from transformer_jax.config import ConfigError
 from transformer_jax.studies.study import (Comparison, Expectation, Study, Verdict,
                                            interval_of_mean, seeds_to_bound, seeds_to_settle,
@@ -245,7 +245,7 @@ def test_fail_rate_is_judged_with_an_exact_binomial_interval():
 def test_rate_and_t_quantiles_are_scipy_stats_own():
     """study computes them with scipy.special (scipy.stats costs a second to import in every
     process that writes a report): the same numbers, for every rate of up to 30 runs."""
-    from transformer_jax.studies.stats import _t_quantiles, rate_interval
+    from transformer_jax.studies.judge.stats import _t_quantiles, rate_interval
 
     for n in range(1, 31):
         for k in range(n + 1):

@@ -9,9 +9,13 @@ is in rooms, one package per job, each importing only from the rooms below it (.
 - `records`: the verdict record, provenance, pre-registration and the design's history, a
   suite's time, the export (what a results file holds and where it came from);
 - `design`: loading experiment files, the suites, and what a design's fingerprint holds;
+- `judge`: what turns per-seed values into verdicts and counts them (the statistics, an
+  expectation's judgement, Holm's correction, a tuned arm's choice of candidate), the lowest
+  room; the judging rules' version is tied to a digest of it, read whole (judging_rules,
+  judging_digest, beside it: the table holds the room's digest);
 - `analysis`: what a study measures beyond its curves (probes, head roles, knock-outs).
 
-Still flat, until `study.py`'s judging logic has a room of its own: the statistics and Holm's
-correction (stats, multiplicity), tuning, the judging rules and their digest, the report of a
-study's runs and what publishes or re-judges it.
+Still flat: the design helpers experiment files call (tuning, grid, deep_arms, plateau), what
+several rooms read of a run (convergence, run_values, checks), the report of a study's runs
+and what publishes or re-judges it.
 """

@@ -4,13 +4,13 @@ at an edge, or a cap.
 An optimum at the edge of its grid is not a best setting: the next point out might be better
 still. A study that declares `Study.extend_grid = GridExtension(field, factor, cap)` has every
 tuned arm's candidates (`tuning.tuned_arm`) vary `field` alone. Once all runs of a stage have
-ended, each seed's candidate is chosen as the report chooses it (`tuning.choose`, by training
-loss); when any seed's choice has the smallest (largest) value of `field` in the arm's grid, the
-next point out, that value ÷ `factor` (× `factor`), becomes a new candidate and trains (the
-sweep's next stage); and so on until every choice is interior or the grid has grown `cap` points
-beyond that end of the declared grid. The rule decides what to train, not a verdict: the choice
-rule and the judging are tuning.py's, unchanged; the record says which grid was reached and
-flags each seed whose choice the cap left at an edge (`record`).
+ended, each seed's candidate is chosen as the judge chooses it (`tuned_choice.choose`, by
+training loss); when any seed's choice has the smallest (largest) value of `field` in the arm's
+grid, the next point out, that value ÷ `factor` (× `factor`), becomes a new candidate and trains
+(the sweep's next stage); and so on until every choice is interior or the grid has grown `cap`
+points beyond that end of the declared grid. The rule decides what to train, not a verdict: the
+choice rule and the judging are the judge room's, unchanged; the record says which grid was
+reached and flags each seed whose choice the cap left at an edge (`record`).
 
 No state is kept beside the runs: a new point's value is rounded to the significant digits its
 candidate's name shows (`candidate_name`: 1e-3 ÷ 3 -> 'learning_rate=0.000333333'), so the name
@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from transformer_jax.config import ConfigError
 from transformer_jax.studies import tuning
+from transformer_jax.studies.judge import tuned_choice
 from transformer_jax.studies.study import Study
 
 LOW, HIGH = "low", "high"  # the two edges of a grid
@@ -185,9 +186,9 @@ def arm_stage(study: Study, arm: str, choices: Mapping[int, Optional[str]]) -> d
 
 
 def stage(study: Study, runs: Mapping[tuple[str, int], Mapping[str, Any]]) -> dict[str, Any]:
-    """Every tuned arm at this stage (`arm_stage`), its seeds' choices made by tuning.choose
-    from `runs` (report.collect's) exactly as the report will make them."""
-    choices = tuning.choose(study.tuned, study.seeds, runs)
+    """Every tuned arm at this stage (`arm_stage`), its seeds' choices made by
+    tuned_choice.choose from `runs` (report.collect's) exactly as the report will make them."""
+    choices = tuned_choice.choose(study.tuned, study.seeds, runs)
     return {arm: arm_stage(study, arm, choices[arm]) for arm in study.tuned}
 
 

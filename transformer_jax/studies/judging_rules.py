@@ -1,8 +1,9 @@
 """The version of the rules that turn per-seed values into verdicts, tied to their code.
 
 Every verdict record says which version judged it (`judging_rules`). The version is tied to a
-digest of the judging code (the statistics, the comparisons, the decision, the words, the
-correction for multiplicity): tests/studies/test_judging_rules.py fails when the code's digest
+digest of the judging code, the judge room studies/judge/ read whole (the statistics, the
+comparisons, the decision, the words, the correction for multiplicity, the counts):
+tests/studies/test_judging_rules.py fails when the code's digest
 (`judging_digest.code_digest`) is not the one listed for VERSION, so changing how verdicts are
 computed means adding a version; and `stale_records` (in the same test, over the committed
 results) fails while any committed verdict was judged under another version, so the committed
@@ -10,8 +11,9 @@ studies must be judged again (`python -m transformer_jax.studies.rejudge`) in th
 alters the rules.
 
 This module is only the table and the check of the records, with no import from the rest of
-studies/: the record (record.py) says which version judged it, and the digest of the judging
-code, which imports record.py among the code it reads, lives above it in judging_digest.py.
+studies/: the record (records/record.py) says which version judged it, and the digest of the
+judging code lives above both in judging_digest.py. Neither is in the judge room: the table
+holds the digest of the room, which would move with it.
 """
 from __future__ import annotations
 
@@ -40,6 +42,13 @@ VERSIONS = {
     # with one note; the record tells a run that finished without a value (a refused control)
     # from one that diverged ("no_value"), which counted and still count alike
     7: "c3362da6ab75e4d6",
+    # 8 (issue 67, item 1): the judging code moved into one room, studies/judge/, and the digest
+    # reads the room whole (every module found by walking it, no hand-made list): now with the
+    # constants the listed code read but the list did not hold (RATES, PAIRS, MIN_MEASURED), and
+    # without what is not judging (tuning.py's tuned_arm and candidate_name name variants, which
+    # the fingerprint holds; record.judged only writes the rows of what judge/counts.py counts).
+    # No rule changed: no verdict moved when every committed study was judged again
+    8: "f33aa5092421cd4e",
 }
 VERSION = max(VERSIONS)
 

@@ -15,10 +15,14 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 
 from transformer_jax.train import workdir as workdir_lib
-from transformer_jax.studies import convergence, multiplicity, tuning
+from transformer_jax.studies import convergence
 from transformer_jax.studies import grid as grid_lib
 from transformer_jax.studies import plateau as plateau_lib
 from transformer_jax.studies.checks import Section, as_section
+from transformer_jax.studies.judge import tuned_choice, verdicts
+from transformer_jax.studies.judge.judgement import Judgement
+from transformer_jax.studies.judge.terms import Measure
+from transformer_jax.studies.judge.verdicts import stopped_steps
 from transformer_jax.studies.records import provenance
 from transformer_jax.studies.records import record as record_lib
 from transformer_jax.studies.render import board
@@ -26,7 +30,7 @@ from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.render.plots import plot_curves
 # Named here too (report.final_value, ...), as before they moved below the analyses.
 from transformer_jax.studies.run_values import final_value, late_gain, value_at  # noqa: F401
-from transformer_jax.studies.study import Expectation, Judgement, Measure, Study
+from transformer_jax.studies.study import Expectation, Study
 from transformer_jax.train.summaries import read_scalars
 
 Curve = list[tuple[int, float]]
@@ -82,17 +86,17 @@ def study_record(study: Study, runs, probes: str = "", sections: Sequence[Sectio
     """What the report measured and judged, as data (record.py), judged at `size`."""
     # every variant: diverged runs count as the study's finished values (default `worst`);
     # a tuned arm: each seed's chosen candidate (by training loss, never the judged metric)
-    choices = tuning.choose(study.tuned, study.seeds, runs)
+    choices = tuned_choice.choose(study.tuned, study.seeds, runs)
     stops = {key: run["status"].get("step", 0) for key, run in runs.items()
              if run["status"].get("state") == "diverged"}
     rows, counted = judge_expectations(
-        study, lambda e: tuning.with_arms(judged_values(study, runs, e), choices),
+        study, lambda e: tuned_choice.with_arms(judged_values(study, runs, e), choices),
         stopped_steps(study, stops))
     steps = [run["status"].get("step", 0) for run in runs.values()]
     record = record_lib.study_record(study, rows, counted, _summary(study, runs), steps,
                                      probes, sections, size)
     if study.tuned:
-        record["tuning"] = tuning.record(study.tuned, study.variants, choices, runs)
+        record["tuning"] = tuned_choice.record(study.tuned, study.variants, choices, runs)
     if study.extend_grid is not None:  # the grid each tuned arm reached, its edges flagged
         for arm, grown in grid_lib.record(study, runs).items():
             record["tuning"].setdefault(arm, {})["grid"] = grown
@@ -108,7 +112,7 @@ def arm_late_gains(study: Study, runs) -> dict[str, dict[int, float]]:
     p = study.plateau
     gains = {v: {s: late_gain(runs[(v, s)], p.metric, p.higher_is_better) for s in study.seeds}
              for v in study.variants}
-    gains = tuning.with_arms(gains, tuning.choose(study.tuned, study.seeds, runs))
+    gains = tuned_choice.with_arms(gains, tuned_choice.choose(study.tuned, study.seeds, runs))
     return {arm: gains[arm] for arm in plateau_lib.judged_arms(study.expectations, p.metric)}
 
 
@@ -139,29 +143,10 @@ def judge_expectations(study: Study, values_of: Callable[[Expectation], dict],
                        ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(each expectation's record row, the counts: record.judged): `values_of(e)` gives
     variant -> seed -> what `e` judges of each run; `stopped` where each diverged run stopped
-    (stopped_steps). The one place verdicts are reached, from runs or from the values a record
-    holds (rejudge.py)."""
-    judgements, p = [], []
-    for e in study.expectations:
-        values = values_of(e)
-        judgements.append(e.judge(values, stopped=stopped))
-        p.append(multiplicity.p_value(e, values, stopped))  # for Holm's correction over the study
+    (stopped_steps). Verdicts are reached in the judge room (judge/verdicts.py), from runs or
+    from the values a record holds (rejudge.py)."""
+    judgements, p = verdicts.judge_all(study, values_of, stopped)
     return record_lib.judged(study.expectations, judgements, p, stopped)
-
-
-def stopped_steps(study: Study, stops: Mapping[tuple[str, int], int]
-                  ) -> dict[str, dict[int, int]]:
-    """variant -> seed -> the step at which each diverged run stopped (`stops`: (variant,
-    seed) -> step, diverged runs only); a tuned arm's seed, where every candidate diverged (it
-    has no value), the latest of its candidates' steps."""
-    found: dict[str, dict[int, int]] = {}
-    for (variant, seed), step in stops.items():
-        found.setdefault(variant, {})[seed] = step
-    for arm, candidates in study.tuned.items():
-        for seed in study.seeds:
-            if all(seed in found.get(c, {}) for c in candidates):
-                found.setdefault(arm, {})[seed] = max(found[c][seed] for c in candidates)
-    return found
 
 
 def final_values(study: Study, runs, metric: str,

@@ -34,7 +34,7 @@ from transformer_jax.studies.analysis import head_importance, head_roles
 from transformer_jax.studies.analysis.restore import finished_run_dirs, restore_variant
 from transformer_jax.studies.checks import Section
 from transformer_jax.studies.render.markdown import markdown_table
-from transformer_jax.studies.stats import interval_of_mean
+from transformer_jax.studies.judge.stats import interval_of_mean
 
 CSV_FILE = "group_knockout.csv"
 DRAWS = 16  # random sets per group and seed

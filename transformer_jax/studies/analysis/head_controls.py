@@ -31,7 +31,7 @@ import numpy as np
 
 from transformer_jax.studies.analysis.nested_intervals import (AgainstRandom, Estimate,
                                                                 keyed_rng, summarize)
-from transformer_jax.studies.stats import CONFIDENCE
+from transformer_jax.studies.judge.stats import CONFIDENCE
 
 Head = tuple[int, int]  # (layer, head)
 DRAWS = 8  # random sets per unit

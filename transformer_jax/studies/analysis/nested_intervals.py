@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from transformer_jax.studies.stats import CONFIDENCE, mean_interval
+from transformer_jax.studies.judge.stats import CONFIDENCE, mean_interval
 
 
 def keyed_rng(key: tuple, seed: int) -> np.random.Generator:

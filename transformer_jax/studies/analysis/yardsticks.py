@@ -39,7 +39,7 @@ from transformer_jax.studies.analysis.checkpoint_probe import (Ablation, Checkpo
                                                                _embed, cosine_distance)
 from transformer_jax.studies.analysis.nested_intervals import (AgainstRandom, Estimate,
                                                                 keyed_rng, summarize)
-from transformer_jax.studies.stats import CONFIDENCE
+from transformer_jax.studies.judge.stats import CONFIDENCE
 
 PLACES = ("attention", "block")
 DRAWS = 8  # random perturbations per unit

@@ -35,8 +35,10 @@ ROOT = Path(__file__).resolve().parents[3]  # the directory that holds the packa
 MEASURING = (f"{PACKAGE}.studies", f"{PACKAGE}.data", f"{PACKAGE}.train.evaluation",
              f"{PACKAGE}.train.steps")
 NOT_MEASURING = tuple(f"{PACKAGE}.studies.{m}" for m in (
-    # judging: covered by judging_rules' version
-    "stats", "multiplicity", "tuning", "judging_rules",
+    # the judge room (judging code: judging_rules' version covers it), the old paths of its
+    # modules (stats, multiplicity), tuning (the design of a tuned arm, and the judge's choice
+    # named there), the rules and their digest
+    "judge.", "stats", "multiplicity", "tuning", "judging_rules", "judging_digest",
     # rooms that render a study's pages and figures, or run its sweep (a package each), and
     # the old paths of their modules (shims: an old commit's experiment file imports them)
     "render.", "run.", "plots", "markdown", "pages", "verdict_text", "board", "bounds", "forest",
@@ -48,10 +50,12 @@ NOT_MEASURING = tuple(f"{PACKAGE}.studies.{m}" for m in (
     # the design room (loading, listing and fingerprinting a design: the fingerprint's own
     # machinery) and its modules' old paths
     "design.", "catalog", "loading", "measured_code", "judged_code", "syntax"))
-# What the study module holds that is judging code (its verdict, not its measurement).
+# What the study module holds that is judging code (its verdict, not its measurement): Study and
+# Expectation, which hand their judging to the judge room, and the judge room's names that it
+# re-exports (defined in the room, which NOT_MEASURING names; listed here as before they moved).
 JUDGING_NAMES = {f"{PACKAGE}.studies.study": ("Study", "Expectation", "Judgement", "Comparison",
                                               "Measure", "Kind", "NO_EFFECT", "RATES",
-                                              "_rate_beyond_seeds")}
+                                              "REFUSED_ON_LOST", "PAIRS", "MIN_MEASURED")}
 # Every study's values pass through these: a run's evaluation and how a curve becomes the value
 # an expectation reads (named, so that each is followed like an analysis).
 EVALUATION = (("train.steps", "loss_and_metrics"), ("train.steps", "make_eval_step"),

@@ -17,11 +17,15 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from transformer_jax.studies import convergence, judging_rules, multiplicity
+from transformer_jax.studies import convergence, judging_rules
 from transformer_jax.studies.checks import Section
-from transformer_jax.studies.stats import Failure
-from transformer_jax.studies.study import (Expectation, INTERVAL_METHOD, Judgement, Kind,
-                                           Study, Verdict, interval_of_mean)
+from transformer_jax.studies.judge import counts as judge_counts
+from transformer_jax.studies.judge.counts import counts  # noqa: F401 (named here too)
+from transformer_jax.studies.judge.judgement import Judgement
+from transformer_jax.studies.judge.stats import (INTERVAL_METHOD, Failure, Verdict,
+                                                 interval_of_mean)
+from transformer_jax.studies.judge.terms import Kind
+from transformer_jax.studies.study import Expectation, Study
 
 FILE = "verdict.json"
 REPORT_LOG = "report.log"  # beside it: the log of the study's probes, report and analyses
@@ -85,55 +89,18 @@ def holm_record(p: float, verdict: Verdict, failure: Optional[Failure]) -> dict[
     return {"p": p, "verdict": verdict.value, "failure": failure_value(failure)}
 
 
-def counts(verdicts: Sequence[Verdict],
-           failures: Optional[Sequence[Optional[Failure]]] = None) -> dict[str, Any]:
-    """How many expectations held, failed, were inconclusive, and the overall words; given
-    how each failed (`failures`), how many of the failures were contradicted and how many
-    smaller than stated."""
-    held, failed = verdicts.count(Verdict.HOLDS), verdicts.count(Verdict.FAILS)
-    overall = ("is not judged" if not verdicts  # no expectations: nothing holds by default
-               else "holds" if held == len(verdicts) else "partly holds" if held
-               else "does not hold" if failed else "is inconclusive")
-    found = {"held": held, "failed": failed,
-             "inconclusive": verdicts.count(Verdict.INCONCLUSIVE), "total": len(verdicts),
-             "overall": overall}
-    if failures is not None:
-        found.update(contradicted=list(failures).count(Failure.CONTRADICTED),
-                     smaller_than_stated=list(failures).count(Failure.SMALLER))
-    return found
-
-
 def judged(expectations: Sequence[Expectation], judgements: Sequence[Judgement],
            p: Sequence[float], stopped: Optional[Mapping[str, Mapping[int, int]]] = None
            ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The expectations' records and their counts. The counts are the findings' (the claim's
-    evidence), each finding with what it becomes under Holm's correction over the study's
-    findings (`p`: the p-values of their settled verdicts, multiplicity.py; `stopped`: where
-    each diverged run stopped, which tells a run without a value that did not diverge); the
-    checks and the post hoc expectations are counted apart ("checks", "post_hoc"), without
-    Holm, and a check that does not hold is an alarm: the instrument may be broken."""
-    kinds = [e.kind for e in expectations]
+    """The expectations' records and their counts (judge/counts.py: the findings' counts, each
+    finding with what it becomes under Holm's correction, `p` the p-values of the settled
+    verdicts; the checks and post hoc counted apart); `stopped`: where each diverged run
+    stopped, which tells a run without a value that did not diverge."""
     rows = [expectation_record(e, j, stopped) for e, j in zip(expectations, judgements)]
-    found = _kind_counts(Kind.FINDING, kinds, judgements)
-    at = [i for i, k in enumerate(kinds) if k is Kind.FINDING]
-    under_holm = multiplicity.holm_verdicts([judgements[i].verdict for i in at],
-                                            [p[i] for i in at])
-    holm_failures = multiplicity.holm_failures([judgements[i].failure for i in at], under_holm)
-    for i, v, f in zip(at, under_holm, holm_failures):
-        rows[i]["holm"] = holm_record(p[i], v, f)
-    found["holm"] = {"family_level": multiplicity.FAMILY_LEVEL,
-                     **counts(under_holm, holm_failures)}
-    found["checks"] = _kind_counts(Kind.CHECK, kinds, judgements)
-    found["post_hoc"] = _kind_counts(Kind.POST_HOC, kinds, judgements)
-    found["alarms"] = [e.text for e, j in zip(expectations, judgements)
-                       if e.kind is Kind.CHECK and not j.holds]
+    holm, found = judge_counts.counted(expectations, judgements, p)
+    for i, (p_i, verdict, failure) in holm.items():
+        rows[i]["holm"] = holm_record(p_i, verdict, failure)
     return rows, found
-
-
-def _kind_counts(kind: Kind, kinds: Sequence[Kind],
-                 judgements: Sequence[Judgement]) -> dict[str, Any]:
-    mine = [j for k, j in zip(kinds, judgements) if k is kind]
-    return counts([j.verdict for j in mine], [j.failure for j in mine])
 
 
 def metric_record(values: Sequence[float]) -> Optional[dict[str, Any]]:

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from transformer_jax.train.figures import file_pyplot
-from transformer_jax.studies import stats
+from transformer_jax.studies.judge import stats
 from transformer_jax.studies.render import bounds, verdict_text
 
 LOG_SCALE_RATIO = 50.0  # a panel whose positive values span more than this goes log-scale
