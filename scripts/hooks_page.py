@@ -14,14 +14,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.page import write_or_check  # scripts/ is on the path: this file's folder
-
 from transformer_jax.config import Arch, Head, ModelConfig, Norm, Position
 from transformer_jax.model.hooks import hook_names
+from transformer_jax.studies.render import generated
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "hooks.md"
-START, END = "<!-- generated:start -->", "<!-- generated:end -->"
+REGION = "generated"
 BATCH, LENGTH = 3, 7
 SIZES = dict(d_model=64, num_heads=4, d_ff=256, num_layers=2, vocab_size=50, num_outputs=50)
 SYMBOLS = {BATCH: "B", LENGTH: "T", SIZES["num_heads"]: "H", SIZES["d_model"] // SIZES["num_heads"]:
@@ -79,7 +78,7 @@ def rows() -> list[tuple[str, str, str]]:
     return table
 
 
-def generated() -> str:
+def table() -> str:
     lines = ["| name | shape | exists in |", "|---|---|---|"]
     lines += [f"| `{name}` | {shape} | {when} |" for name, shape, when in rows()]
     return "\n".join(lines)
@@ -90,10 +89,8 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="fail if the page is out of date")
     parser.add_argument("--page", type=Path, default=PAGE, help=argparse.SUPPRESS)  # tests
     args = parser.parse_args(argv)
-    old = args.page.read_text()
-    head, rest = old.split(START)
-    new = f"{head}{START}\n{generated()}\n{END}{rest.split(END, 1)[1]}"
-    return write_or_check(args.page, old, new, args.check, "scripts/hooks_page.py")
+    return generated.write_or_check_region(args.page, REGION, table(), args.check,
+                                           "scripts/hooks_page.py")
 
 
 if __name__ == "__main__":

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.page import write_or_check  # scripts/ is on the path: this file's folder
+from transformer_jax.studies.render import generated
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "experiments" / "results"
 PAGE = REPO / "docs" / "pretrained.md"
-START, END = "<!-- generated:start -->", "<!-- generated:end -->"
+REGION = "generated"
+START, END = generated.markers(REGION)
 STUDY = "pretrained_claims"
 
 
@@ -60,13 +61,6 @@ def render(results: Path) -> str:
                       "## Findings", "", *findings_lines(record, roles)]) + "\n"
 
 
-def update(page: str, generated: str) -> str:
-    start, end = page.find(START), page.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"the page needs a {START} line and, after it, a {END} line")
-    return f"{page[:start + len(START)]}\n{generated}{page[end:]}"
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=RESULTS)
@@ -75,12 +69,11 @@ def main(argv=None) -> int:
                         help="write nothing; exit 1 when the page is out of date")
     args = parser.parse_args(argv)
     try:
-        old = args.page.read_text()
-        new = update(old, render(args.results))
+        return generated.write_or_check_region(args.page, REGION, render(args.results),
+                                               args.check, "python scripts/pretrained_page.py")
     except (OSError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return write_or_check(args.page, old, new, args.check, "python scripts/pretrained_page.py")
 
 
 if __name__ == "__main__":

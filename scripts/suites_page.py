@@ -16,12 +16,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-from bench.page import write_or_check  # scripts/ is on the path: this file's folder
-
 from transformer_jax.studies.design.catalog import DECLARED, Suite
+from transformer_jax.studies.render import generated
 
 REPO = Path(__file__).resolve().parents[1]
-START, END = "<!-- suites:start -->", "<!-- suites:end -->"
+REGION = "suites"
+START, END = generated.markers(REGION)
 COMMAND = "scripts/suites_page.py"
 
 
@@ -46,20 +46,20 @@ def verdicts_table() -> str:
 
 def rewritten(old: str, text: str) -> str:
     """`old` with its one START..END block replaced by `text`, on lines of their own."""
-    head, rest = old.split(START)
-    return f"{head}{START}\n{text}\n{END}{rest.split(END, 1)[1]}"
+    return generated.replace(old, REGION, text)
 
 
 def rewritten_inline(old: str, text: str, width: int = 100) -> str:
     """`old` with its one START..END block replaced by `text` inside its paragraph: from the
     paragraph's start to END, wrapped again to `width` columns, each marker kept whole."""
-    head, rest = old.split(START)
+    head, _, rest = generated.split(old, REGION)
+    head = head.removesuffix(START)
     line_start = head.rfind("\n\n") + 2 if "\n\n" in head else 0
     whole = [START.replace(" ", "\xa0"), END.replace(" ", "\xa0")]  # textwrap breaks at ASCII spaces
     lines = textwrap.wrap(f"{head[line_start:]}{whole[0]} {text} {whole[1]}", width,
                           break_long_words=False, break_on_hyphens=False)
     wrapped = "\n".join(lines).replace(whole[0], START).replace(whole[1], END)
-    return f"{head[:line_start]}{wrapped}{rest.split(END, 1)[1]}"
+    return f"{head[:line_start]}{wrapped}{rest.removeprefix(END)}"
 
 
 PAGES = {"README.md": (readme_sentence, rewritten_inline),
@@ -73,8 +73,8 @@ def main(argv=None) -> int:
     status = 0
     for name, (render, rewrite) in PAGES.items():
         page = REPO / name
-        old = page.read_text()
-        status |= write_or_check(page, old, rewrite(old, render()), args.check, COMMAND)
+        status |= generated.write_or_check(page, rewrite(page.read_text(), render()),
+                                           args.check, COMMAND)
     return status
 
 

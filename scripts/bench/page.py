@@ -21,10 +21,13 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+from transformer_jax.studies.render import generated
+
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "scripts" / "bench" / "results"
 PAGE = REPO / "docs" / "performance.md"
-START, END = "<!-- results:start -->", "<!-- results:end -->"
+REGION = "results"
+START, END = generated.markers(REGION)
 NANOGPT_ITERS = 2000  # the README's run; shorter ones are smoke runs, not the comparison
 MACHINE_HEADER = ("CPU", "logical CPUs", "vector flags", "date")
 
@@ -172,7 +175,7 @@ def _profile_tables(records: list[dict]) -> str:
 
 
 def render(records: list[dict]) -> str:
-    """The block between the markers: the benchmark's table, then the side-by-side run's."""
+    """The lines between the markers: the benchmark's table, then the side-by-side run's."""
     bench = latest_per_cpu(r for r in records if r.get("mode") == "full")
     nanogpt = latest_per_cpu((r for r in records if "vs_nanogpt" in r
                               and r["vs_nanogpt"]["max_iters"] == NANOGPT_ITERS), _ours_settings)
@@ -183,7 +186,6 @@ def render(records: list[dict]) -> str:
     eager = latest_per_cpu((r for r in records if "eager_example" in r),
                            lambda r: r["eager_example"]["example"])
     return "\n".join([
-        START,
         "**`scripts/benchmark.py suite`, the full run** (ratios of wall time: ours over PyTorch's, "
         "in alternating chunks; the mid-size model's FLOP/s over XLA's 2048³ dot; its median "
         "step, and the system seconds spent in it, over all threads):",
@@ -239,15 +241,7 @@ def render(records: list[dict]) -> str:
         "",
         f"Written by `python scripts/bench/page.py` from `{RESULTS.relative_to(REPO)}/`; "
         "regenerate it rather than edit it.",
-        END,
     ])
-
-
-def update(page: str, block: str) -> str:
-    """`page` with the text from START to END replaced by `block`."""
-    if page.count(START) != 1 or page.count(END) != 1 or page.index(START) > page.index(END):
-        raise ValueError(f"the page needs one {START} before one {END}")
-    return page[:page.index(START)] + block + page[page.index(END) + len(END):]
 
 
 def main(argv=None) -> int:
@@ -258,24 +252,11 @@ def main(argv=None) -> int:
                         help="write nothing; exit 1 when the page is out of date")
     args = parser.parse_args(argv)
     try:
-        old = args.page.read_text()
-        new = update(old, render(load(args.results)))
+        return generated.write_or_check_region(args.page, REGION, render(load(args.results)),
+                                               args.check, "python scripts/bench/page.py")
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return write_or_check(args.page, old, new, args.check, "python scripts/bench/page.py")
-
-
-def write_or_check(page: Path, old: str, new: str, check: bool, command: str) -> int:
-    """A generated page's last step (this script's and scripts/pretrained_page.py's): --check
-    writes nothing and exits 1 when the page is out of date; else the page is written."""
-    if check:
-        if new != old:
-            print(f"error: {page} is out of date: run {command}", file=sys.stderr)
-            return 1
-        return 0
-    page.write_text(new)
-    return 0
 
 
 if __name__ == "__main__":

@@ -163,15 +163,18 @@ def test_a_run_with_settings_of_ours_gets_its_own_row():
     assert "| 2026-12-03 |" not in later and "| 2026-12-05 | - | 2 | 84.0 / 80.0 | 1.05 |" in later
 
 
-def test_render_writes_the_rows_between_the_markers():
+def test_render_writes_the_rows_between_the_markers(tmp_path):
     block = page.render([_record("AMD EPYC", "2026-12-02", 0.9)])
-    assert block.startswith(page.START) and block.endswith(page.END)
+    assert page.START not in block and page.END not in block
     assert "| AMD EPYC | 2 | avx2 | 2026-12-02 | - | 2 | 72.0 / 80.0 | 0.90 |" in block
     assert "No full run recorded yet." in block
-    text = f"head\n{page.START}\nold\n{page.END}\ntail\n"
-    assert page.update(text, block) == f"head\n{block}\ntail\n"
-    with pytest.raises(ValueError, match="needs one"):
-        page.update("no markers", block)
+    (tmp_path / "results").mkdir()
+    written = tmp_path / "performance.md"
+    written.write_text(f"head\n{page.START}\nold\n{page.END}\ntail\n")
+    assert page.main([f"--results={tmp_path / 'results'}", f"--page={written}"]) == 0
+    assert written.read_text() == f"head\n{page.START}\n{page.render([])}\n{page.END}\ntail\n"
+    written.write_text("no markers")
+    assert page.main([f"--results={tmp_path / 'results'}", f"--page={written}"]) == 2
 
 
 def test_first_step_row_takes_the_cold_and_the_last_warm_run():

@@ -1,5 +1,6 @@
 """scripts/generated_pages.py runs every page generator of the project, and --check each one's
-check: a generator that writes a page with write_or_check and is not in it fails here."""
+check: a generator that writes a page with write_or_check (studies/render/generated.py, or its
+region form) and is not in it fails here."""
 from __future__ import annotations
 
 import ast
@@ -9,13 +10,14 @@ import generated_pages
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
+WRITERS = {"write_or_check", "write_or_check_region"}
 
 
 def _modules_calling_write_or_check() -> set[str]:
     found = set()
     for path in SCRIPTS.rglob("*.py"):
         calls = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)
-                 and getattr(n.func, "id", None) == "write_or_check"]
+                 and getattr(n.func, "attr", getattr(n.func, "id", None)) in WRITERS]
         if calls:
             found.add(".".join(path.relative_to(SCRIPTS).with_suffix("").parts))
     return found

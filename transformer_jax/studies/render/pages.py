@@ -38,12 +38,14 @@ from transformer_jax.studies.records import history as history_lib
 from transformer_jax.studies.records import preregistration as preregistration_lib
 from transformer_jax.studies.records import provenance as provenance_lib
 from transformer_jax.studies.records import record as record_lib
-from transformer_jax.studies.render import forest
+from transformer_jax.studies.render import forest, generated
 from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.study import Study
 
-HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->"
+HEADLINE = "headline"  # README's region (generated.markers) that holds the headline table
+HEADLINE_START, HEADLINE_END = generated.markers(HEADLINE)
 INDEX = "README.md"
+COMMAND = "python -m transformer_jax.studies.render.pages"
 GENERATED = ("Written by `python -m transformer_jax.studies.render.pages` from the results files "
              "beside it; regenerate it rather than edit it.")
 NO_PROVENANCE = ("Provenance not recorded: these results predate provenance files (there is no "
@@ -394,13 +396,10 @@ def headline_table(results_dir: Path, link_base: Optional[Path] = None,
 
 def replace_headline(text: str, table: str, where: Path) -> str:
     """`text` with what is between the headline markers replaced by `table`."""
-    start, end = text.find(HEADLINE_START), text.find(HEADLINE_END)
-    if start < 0 or end < start or text.count(HEADLINE_START) != 1 \
-            or text.count(HEADLINE_END) != 1:
-        raise PageError(f"{where}: needs one {HEADLINE_START} line and, after it, one "
-                        f"{HEADLINE_END} line around the headline table (or pass --readme=)")
-    head = text[:start + len(HEADLINE_START)]
-    return f"{head}\n{table}{text[end:]}"
+    try:
+        return generated.replace(text, HEADLINE, table, where)
+    except generated.RegionError as e:
+        raise PageError(f"{e} around the headline table (or pass --readme=)") from None
 
 
 def update_readme(readme_path: Path, results_dir: Path,
@@ -432,8 +431,16 @@ def out_of_date(results_dir: Path, experiments_dir: Optional[Path] = None,
                 readme: Optional[Path] = None) -> list[Path]:
     """The pages of a results directory (each study's page, the index) and the README headline
     table that differ from what `write_results` and `update_readme` would write; nothing is
-    written. The forest plots are not compared: they are drawn on a write (their PNG bytes
-    follow the matplotlib build; tests/studies/test_forest.py checks what they draw)."""
+    written."""
+    return [path for path, text in expected_pages(results_dir, experiments_dir, readme).items()
+            if generated.stale(path, text)]
+
+
+def expected_pages(results_dir: Path, experiments_dir: Optional[Path] = None,
+                   readme: Optional[Path] = None) -> dict[Path, str]:
+    """What `write_results` and `update_readme` would write: each page's path and text. The
+    forest plots are not among them: they are drawn on a write (their PNG bytes follow the
+    matplotlib build; tests/studies/test_forest.py checks what they draw)."""
     results_dir = Path(results_dir)
     entries = results_entries(results_dir, experiments_dir)
     expected = {e.files.page: study_page(e) for e in entries if e.ran}
@@ -442,8 +449,7 @@ def out_of_date(results_dir: Path, experiments_dir: Optional[Path] = None,
         text = Path(readme).read_text()
         expected[Path(readme)] = replace_headline(
             text, headline_table(results_dir, Path(readme).parent, experiments_dir), Path(readme))
-    return [path for path, text in expected.items()
-            if not path.is_file() or path.read_text() != text]
+    return expected
 
 
 def write_run_page(study: Study, root: Path, experiment: Optional[str] = None) -> Path:
@@ -504,15 +510,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _check(args) -> int:
     try:
-        stale = out_of_date(Path(args.results), Path(args.experiments) if args.experiments
-                            else None, Path(args.readme) if args.readme else None)
+        expected = expected_pages(Path(args.results), Path(args.experiments) if args.experiments
+                                  else None, Path(args.readme) if args.readme else None)
     except (PageError, ConfigError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for path in stale:
-        print(f"error: {path} is out of date: run python -m transformer_jax.studies.render.pages",
-              file=sys.stderr)
-    return 1 if stale else 0
+    return max([generated.write_or_check(path, text, True, COMMAND)
+                for path, text in expected.items()], default=0)
 
 
 if __name__ == "__main__":
