@@ -44,6 +44,9 @@ INSTALL_REQUIRES = [
     # bar_format with {postfix}); tensorflow-datasets brings it, unbounded, but we import it.
     # A floor old enough (2021) to have those, not one measured to be the oldest that works.
     "tqdm>=4.60",
+    # the pages' templates (studies/render/templating.py): PackageLoader through importlib (3.0);
+    # MkDocs brings it to the docs extra too
+    "jinja2>=3.0",
 ]
 
 # The docs site alone (`scripts/setup.sh docs`, then `.venv/bin/mkdocs serve`): without the

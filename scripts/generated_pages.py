@@ -14,7 +14,9 @@ Each generator also runs alone; this runs them all, in this order (GENERATORS):
   - docs/hooks.md (scripts/hooks_page.py), from the model's hook points;
   - the suites' lines in README and docs/verdicts.md (scripts/suites_page.py).
 The results pages come first: docs/pretrained.md reads pretrained_claims' record, not its page,
-but a re-judgement changes both.
+but a re-judgement changes both. Each generator computes its data and renders it through a
+Jinja2 template (the scripts' in scripts/templates/; transformer_jax.studies.render.templating),
+then writes or checks the page with transformer_jax.studies.render.generated.
 """
 from __future__ import annotations
 

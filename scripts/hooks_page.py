@@ -16,10 +16,11 @@ from pathlib import Path
 
 from transformer_jax.config import Arch, Head, ModelConfig, Norm, Position
 from transformer_jax.model.hooks import hook_names
-from transformer_jax.studies.render import generated
+from transformer_jax.studies.render import generated, templating
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "hooks.md"
+TEMPLATES = REPO / "scripts" / "templates"  # hooks.md.j2: the table
 REGION = "generated"
 BATCH, LENGTH = 3, 7
 SIZES = dict(d_model=64, num_heads=4, d_ff=256, num_layers=2, vocab_size=50, num_outputs=50)
@@ -79,9 +80,7 @@ def rows() -> list[tuple[str, str, str]]:
 
 
 def table() -> str:
-    lines = ["| name | shape | exists in |", "|---|---|---|"]
-    lines += [f"| `{name}` | {shape} | {when} |" for name, shape, when in rows()]
-    return "\n".join(lines)
+    return templating.render("hooks.md.j2", TEMPLATES, rows=rows())
 
 
 def main(argv=None) -> int:

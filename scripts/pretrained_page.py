@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from transformer_jax.studies.render import generated
+from transformer_jax.studies.render import generated, templating
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "experiments" / "results"
@@ -26,39 +26,28 @@ PAGE = REPO / "docs" / "pretrained.md"
 REGION = "generated"
 START, END = generated.markers(REGION)
 STUDY = "pretrained_claims"
+TEMPLATES = REPO / "scripts" / "templates"  # pretrained.md.j2: the text between the markers
 
 
-def parity_lines(parity: dict) -> list[str]:
-    d = parity["max_abs_diff"]
-    return [f"Measured by `scripts/pretrained_parity.py` on {parity['date']} ({parity['machine']}, "
-            f"jax {parity['jax']}) against {parity['reference']}: {parity['sentences']} "
-            f"sentences (one a pair, token type 1), {parity['tokens']} tokens padded to "
-            f"{parity['padded_length']}; the test's tolerance is {parity['tolerance']:g}.", "",
-            "| compared | max \\|ours − reference\\| |", "|---|---|",
-            f"| last hidden states (padding included) | {d['last_hidden_state']:.2g} |",
-            f"| attention weights, every layer and head | {d['attention_weights']:.2g} |",
-            f"| sentence embedding (mean pool, L2-normalized) | {d['sentence_embedding']:.2g} |"]
-
-
-def findings_lines(record: dict, roles: dict) -> list[str]:
+def findings(record: dict, roles: dict) -> dict:
+    """What the Findings section shows of the study's record and its head roles: the verdict's
+    line and table (verdict_text, as on the study's page), the roles' table, the checks."""
     from transformer_jax.studies.render import verdict_text
     from transformer_jax.studies.analysis.checkpoint_analysis import role_table
-    scores = np.asarray(roles["scores"])
-    checks = [c for section in record["analyses"] for c in section["checks"]]
-    return [verdict_text.overall_line(record), "",
-            *verdict_text.expectations_table(record, drop_per_seed=True), "",
-            f"Heads by role over {roles['sentences']} sentences of tiny Shakespeare (average "
-            f"attention mass on the target; a head has the role at ≥ {roles['threshold']:g}):", "",
-            role_table(scores, roles["groups"], roles["threshold"]), "",
-            *[f"- {c['text']}: **{c['verdict']}**" for c in checks]]
+    return dict(overall=verdict_text.overall_line(record),
+                expectations="\n".join(verdict_text.expectations_table(record,
+                                                                       drop_per_seed=True)),
+                role_table=role_table(np.asarray(roles["scores"]), roles["groups"],
+                                      roles["threshold"]),
+                checks=[c for section in record["analyses"] for c in section["checks"]])
 
 
 def render(results: Path) -> str:
     parity = json.loads((results / "pretrained_parity.json").read_text())
     record = json.loads((results / f"{STUDY}_verdict.json").read_text())
     roles = json.loads((results / f"{STUDY}_head_roles.json").read_text())
-    return "\n".join(["## Parity with the reference", "", *parity_lines(parity), "",
-                      "## Findings", "", *findings_lines(record, roles)]) + "\n"
+    return templating.render("pretrained.md.j2", TEMPLATES, parity=parity, roles=roles,
+                             **findings(record, roles))
 
 
 def main(argv=None) -> int:

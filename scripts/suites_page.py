@@ -17,12 +17,13 @@ import textwrap
 from pathlib import Path
 
 from transformer_jax.studies.design.catalog import DECLARED, Suite
-from transformer_jax.studies.render import generated
+from transformer_jax.studies.render import generated, templating
 
 REPO = Path(__file__).resolve().parents[1]
 REGION = "suites"
 START, END = generated.markers(REGION)
 COMMAND = "scripts/suites_page.py"
+TEMPLATES = REPO / "scripts" / "templates"  # suites_readme.md.j2, suites_table.md.j2
 
 
 def limit(suite: Suite) -> str:
@@ -33,15 +34,13 @@ def readme_sentence() -> str:
     """How many suites there are, and where they are listed: the front door keeps to 200 lines
     and grows no line with each suite; their names, what each holds and its time limit are
     docs/verdicts.md's table (a new suite still changes the count, so README is out of date)."""
-    return (f"one of {len(DECLARED)} ([each suite: what it holds, its time "
-            "limit](docs/verdicts.md#running-a-sweep)).")
+    # one line inside README's paragraph (rewritten_inline wraps it): no newline of its own
+    return templating.render("suites_readme.md.j2", TEMPLATES, count=len(DECLARED)).rstrip("\n")
 
 
 def verdicts_table() -> str:
-    lines = ["| `--suite` | its studies | time limit (2-core CPU, `--size=default`) |",
-             "|---|---|---|"]
-    lines += [f"| `{s.name}` | {s.description} | {limit(s)} |" for s in DECLARED]
-    return "\n".join(lines)
+    suites = [dict(name=s.name, description=s.description, limit=limit(s)) for s in DECLARED]
+    return templating.render("suites_table.md.j2", TEMPLATES, suites=suites)
 
 
 def rewritten(old: str, text: str) -> str:

@@ -21,15 +21,28 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from transformer_jax.studies.render import generated
+from transformer_jax.studies.render import generated, templating
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "scripts" / "bench" / "results"
 PAGE = REPO / "docs" / "performance.md"
+TEMPLATES = REPO / "scripts" / "templates"  # performance.md.j2: the text between the markers
 REGION = "results"
 START, END = generated.markers(REGION)
 NANOGPT_ITERS = 2000  # the README's run; shorter ones are smoke runs, not the comparison
 MACHINE_HEADER = ("CPU", "logical CPUs", "vector flags", "date")
+# Each table's columns after the machine's, in the order of its cells (_benchmark_cells, ...)
+BENCH_HEADER = ("charlm ours / torch", "worst chunk", "midsize / XLA dot",
+                "midsize s / step (system s)", "XLA dot GFLOP/s", "torch mm GFLOP/s",
+                "compile 24 / 2 layers", "jax")
+NANOGPT_HEADER = ("ours' settings", "pairs", "wall s", "wall ratio", "peak MiB", "peak ratio",
+                  "warm: wall / peak ratio", "val loss", "stack")
+FIRST_STEP_HEADER = ("to first step", "imports", "init", "first call: compile", "trace + lower",
+                     "peak MiB", "stack")
+EAGER_HEADER = ("example", "rounds", "example s", "import", "build", "first call",
+                "rest (prints, attention)", "programs", "stack")
+MEMORY_HEADER = ("interpreter", "+ jax, XLA client", "+ all of main's imports", "+ text prepared",
+                 "run, 10 steps", f"run, {NANOGPT_ITERS:,} steps", "same, huge pages", "stack")
 
 
 def load(directory: Path) -> list[dict]:
@@ -66,14 +79,11 @@ def _machine_cells(m: dict) -> tuple[str, ...]:
 
 
 def _table(header: tuple[str, ...], records: list[dict],
-           cells: Callable[[dict], tuple[str, ...]], missing: str) -> str:
-    if not records:
-        return missing
-    lines = ["| " + " | ".join(MACHINE_HEADER + header) + " |",
-             "|" + "---|" * (len(MACHINE_HEADER) + len(header))]
-    for record in records:
-        lines.append("| " + " | ".join(_machine_cells(record["machine"]) + cells(record)) + " |")
-    return "\n".join(lines)
+           cells: Callable[[dict], tuple[str, ...]], missing: str) -> dict:
+    """A table of the template: the machine's columns, then `header`'s, a row of cells per
+    record; `missing`, the sentence shown instead where there is no record."""
+    return dict(header=MACHINE_HEADER + header, missing=missing,
+                rows=[_machine_cells(r["machine"]) + cells(r) for r in records])
 
 
 def _benchmark_cells(r: dict) -> tuple[str, ...]:
@@ -146,36 +156,35 @@ def _loss(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def _profile_tables(records: list[dict]) -> str:
+PROFILE_HEADER = ("variant", "added", "ms/step", "vs one step per call", "vs torch, 2 threads",
+                  "vs without the addition", "same arithmetic", "worker's peak MiB")
+
+
+def _profile_tables(records: list[dict]) -> list[dict]:
     """A table per CPU (its latest `--profile` run), a row per variant, fastest first."""
-    if not records:
-        return "No profile run recorded yet."
-    blocks = []
+    tables = []
     for record in records:
         m, rows = record["machine"], record["profile"]
         torch = rows.get("torch_2_threads", {}).get("ratio_vs_trainer")
-        lines = [f"{m['cpu']}, {m['cpus']} logical CPUs ({', '.join(m['cpu_flags']) or 'none'}), "
-                 f"{m['date'][:10]}, {_stack(m)}:", "",
-                 "| variant | added | ms/step | vs one step per call "
-                 "| vs torch, 2 threads | vs without the addition | same arithmetic "
-                 "| worker's peak MiB |",
-                 "|---|---|---|---|---|---|---|---|"]
+        caption = (f"{m['cpu']}, {m['cpus']} logical CPUs ({', '.join(m['cpu_flags']) or 'none'}"
+                   f"), {m['date'][:10]}, {_stack(m)}:")
+        cells = []
         for name, r in sorted(rows.items(), key=lambda kv: kv[1]["ratio_vs_trainer"]):
             flagged = "reference" in r
             added = r.get("changes", f"XLA_FLAGS={r.get('xla_flags')}")  # older records: flags
-            cells = (name, f"`{added}`" if flagged else "-", f"{r['ms_per_step']:.1f}",
-                     f"{r['ratio_vs_trainer']:.3f}",
-                     f"{r['ratio_vs_trainer'] / torch:.3f}" if torch else "-",
-                     f"{r['ratio_vs_reference']:.3f}" if flagged else "-",
-                     ("yes" if r["same_arithmetic"] else "no") if flagged else "-",
-                     f"{r['peak_mib']:.0f}")
-            lines.append("| " + " | ".join(cells) + " |")
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
+            cells.append((name, f"`{added}`" if flagged else "-", f"{r['ms_per_step']:.1f}",
+                          f"{r['ratio_vs_trainer']:.3f}",
+                          f"{r['ratio_vs_trainer'] / torch:.3f}" if torch else "-",
+                          f"{r['ratio_vs_reference']:.3f}" if flagged else "-",
+                          ("yes" if r["same_arithmetic"] else "no") if flagged else "-",
+                          f"{r['peak_mib']:.0f}"))
+        tables.append(dict(caption=caption, header=PROFILE_HEADER, rows=cells, missing=""))
+    return tables
 
 
 def render(records: list[dict]) -> str:
-    """The lines between the markers: the benchmark's table, then the side-by-side run's."""
+    """The lines between the markers (scripts/templates/performance.md.j2): the benchmark's
+    table, the side-by-side run's, ..., each from the latest records of each CPU."""
     bench = latest_per_cpu(r for r in records if r.get("mode") == "full")
     nanogpt = latest_per_cpu((r for r in records if "vs_nanogpt" in r
                               and r["vs_nanogpt"]["max_iters"] == NANOGPT_ITERS), _ours_settings)
@@ -185,63 +194,16 @@ def render(records: list[dict]) -> str:
     profile = latest_per_cpu(r for r in records if r.get("mode") == "profile")
     eager = latest_per_cpu((r for r in records if "eager_example" in r),
                            lambda r: r["eager_example"]["example"])
-    return "\n".join([
-        "**`scripts/benchmark.py suite`, the full run** (ratios of wall time: ours over PyTorch's, "
-        "in alternating chunks; the mid-size model's FLOP/s over XLA's 2048³ dot; its median "
-        "step, and the system seconds spent in it, over all threads):",
-        "",
-        _table(("charlm ours / torch", "worst chunk", "midsize / XLA dot",
-                "midsize s / step (system s)", "XLA dot GFLOP/s",
-                "torch mm GFLOP/s", "compile 24 / 2 layers", "jax"), bench, _benchmark_cells,
-               "No full run recorded yet."),
-        "",
-        f"**`scripts/vs_nanogpt.sh`, {NANOGPT_ITERS:,} iterations** (medians over the pairs; "
-        "ours / nanoGPT; warm: ours over its runs after the first, which load the compiled "
-        "programs from the cache the first wrote; ours' settings: what `--ours-config` added "
-        "to configs/lm.py):",
-        "",
-        _table(("ours' settings", "pairs", "wall s", "wall ratio", "peak MiB", "peak ratio",
-                "warm: wall / peak ratio", "val loss", "stack"),
-               nanogpt,
-               _nanogpt_cells, "No side-by-side run recorded yet."),
-        "",
-        "**`scripts/first_step.py`, process start to the end of the first compiled call** of "
-        "the char-LM run (seconds; cold / warm compilation cache; the first call's trace and "
-        "lowering are Python, paid warm too):",
-        "",
-        _table(("to first step", "imports", "init", "first call: compile", "trace + lower",
-                "peak MiB", "stack"), first_step, _first_step_cells,
-               "No first-step run recorded yet."),
-        "",
-        "**`scripts/bench/eager_example.py`, the README's \"use the modules\" example** run as "
-        "written (seconds, cold / warm compilation cache, medians over fresh processes; the "
-        "example is build + first call; the imports are JAX's and Flax's; programs: what the "
-        "cold build / first call compiled):",
-        "",
-        _table(("example", "rounds", "example s", "import", "build", "first call",
-                "rest (prints, attention)", "programs", "stack"), eager, _eager_cells,
-               "No eager-example run recorded yet."),
-        "",
-        "**`scripts/memory.py`, peak resident MiB by stage** (each stage a fresh interpreter "
-        "doing what the one before did and one thing more; then whole runs of the char LM, the "
-        f"last two of {NANOGPT_ITERS:,} steps, each with a new compilation cache):",
-        "",
-        _table(("interpreter", "+ jax, XLA client", "+ all of main's imports", "+ text prepared",
-                "run, 10 steps", f"run, {NANOGPT_ITERS:,} steps", "same, huge pages", "stack"),
-               memory, _memory_cells, "No memory run recorded yet."),
-        "",
-        "**`scripts/benchmark.py profile`, the char LM's step under each variant** (ms per "
-        "step, medians over rounds in which every variant runs in turn, each in its own "
-        "process; ratios of wall time in the same rounds. For an XLA option or a model "
-        "setting: against the same k-step program without it, and whether the parameters "
-        "after every step run are bitwise that program's. The peak is the worker's whole process, its compiles "
-        "included):",
-        "",
-        _profile_tables(profile),
-        "",
-        f"Written by `python scripts/bench/page.py` from `{RESULTS.relative_to(REPO)}/`; "
-        "regenerate it rather than edit it.",
-    ])
+    return templating.render(
+        "performance.md.j2", TEMPLATES, iters=NANOGPT_ITERS, results=RESULTS.relative_to(REPO),
+        bench=_table(BENCH_HEADER, bench, _benchmark_cells, "No full run recorded yet."),
+        nanogpt=_table(NANOGPT_HEADER, nanogpt, _nanogpt_cells,
+                       "No side-by-side run recorded yet."),
+        first_step=_table(FIRST_STEP_HEADER, first_step, _first_step_cells,
+                          "No first-step run recorded yet."),
+        eager=_table(EAGER_HEADER, eager, _eager_cells, "No eager-example run recorded yet."),
+        memory=_table(MEMORY_HEADER, memory, _memory_cells, "No memory run recorded yet."),
+        profiles=_profile_tables(profile))
 
 
 def main(argv=None) -> int:

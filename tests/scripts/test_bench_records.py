@@ -172,7 +172,7 @@ def test_render_writes_the_rows_between_the_markers(tmp_path):
     written = tmp_path / "performance.md"
     written.write_text(f"head\n{page.START}\nold\n{page.END}\ntail\n")
     assert page.main([f"--results={tmp_path / 'results'}", f"--page={written}"]) == 0
-    assert written.read_text() == f"head\n{page.START}\n{page.render([])}\n{page.END}\ntail\n"
+    assert written.read_text() == f"head\n{page.START}\n{page.render([])}{page.END}\ntail\n"
     written.write_text("no markers")
     assert page.main([f"--results={tmp_path / 'results'}", f"--page={written}"]) == 2
 

@@ -4,7 +4,11 @@ region form) and is not in it fails here."""
 from __future__ import annotations
 
 import ast
+import importlib
+import shutil
 from pathlib import Path
+
+import pytest
 
 import generated_pages
 
@@ -47,3 +51,20 @@ def test_check_runs_every_generators_check_and_reports_the_worst(monkeypatch):
     assert generated_pages.main(["--check"]) == 2 and asked == [True] * 5
     statuses = iter([0] * 5)
     assert generated_pages.main([]) == 0 and asked[5:] == [False] * 5
+
+
+@pytest.mark.parametrize("module, template", [
+    ("hooks_page", "hooks.md.j2"), ("suites_page", "suites_table.md.j2"),
+    ("suites_page", "suites_readme.md.j2"), ("pretrained_page", "pretrained.md.j2"),
+    ("bench.page", "performance.md.j2")])
+def test_a_changed_template_makes_its_page_out_of_date(module, template, tmp_path, monkeypatch,
+                                                       capsys):
+    """The words of a page live in its template (scripts/templates/): a template edited and its
+    page not written again is found by --check, as a changed record is."""
+    generator = importlib.import_module(module)
+    shutil.copytree(generator.TEMPLATES, tmp_path / "templates")
+    planted = tmp_path / "templates" / template
+    planted.write_text(planted.read_text() + "planted\n")
+    monkeypatch.setattr(generator, "TEMPLATES", tmp_path / "templates")
+    assert generator.main(["--check"]) == 1
+    assert "out of date" in capsys.readouterr().err
