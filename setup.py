@@ -87,6 +87,8 @@ setup(
     version=VERSION,
     description="The Transformer, explained as small tested JAX/Flax modules and ablation studies.",
     packages=find_packages(include=["transformer_jax", "transformer_jax.*"]),
+    # the results pages' templates (studies/render/templating.py loads them from the package)
+    package_data={"transformer_jax.studies.render": ["templates/*.j2"]},
     python_requires=">=3.11",
     install_requires=INSTALL_REQUIRES,
     extras_require={"test": TEST_REQUIRES, "docs": DOCS_REQUIRES,

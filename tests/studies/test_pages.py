@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from transformer_jax.studies.records import preregistration, provenance, record, suite_time
-from transformer_jax.studies.render import forest, pages
+from transformer_jax.studies.render import forest, pages, templating
 from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.run import sweep
 from transformer_jax.train import workdir as workdir_lib
@@ -443,3 +443,19 @@ def test_check_names_each_stale_page_and_writes_nothing(tmp_path, monkeypatch, c
                                        "transformer_jax.studies.render.pages\n")
     readme.write_text(readme.read_text().replace("[scaling]", "[renamed]"))
     assert pages.out_of_date(results, readme=readme) == [page, readme]
+
+
+@pytest.mark.slow  # reads every committed study (git history, tests/fast_lane.py)
+@pytest.mark.parametrize("template, stale", [("index.md.j2", "experiments/results/README.md"),
+                                             ("headline.md.j2", "README.md")])
+def test_a_changed_template_makes_its_page_out_of_date(template, stale, tmp_path, monkeypatch,
+                                                       capsys):
+    """The index's and the headline's words live in studies/render/templates/: one edited and
+    the page not written again is found by --check, as a changed record is."""
+    folder = tmp_path / "templates"
+    shutil.copytree(Path(templating.__file__).parent / "templates", folder)
+    (folder / template).write_text((folder / template).read_text() + "planted\n")
+    monkeypatch.setattr(pages, "TEMPLATES", folder)
+    assert pages.main([f"--results={RESULTS}", f"--readme={REPO / 'README.md'}", "--check"]) == 1
+    assert capsys.readouterr().err == (f"error: {REPO / stale} is out of date: run python -m "
+                                       "transformer_jax.studies.render.pages\n")

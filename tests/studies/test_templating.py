@@ -27,3 +27,7 @@ def test_a_name_the_data_lacks_is_an_error(folder):
     with pytest.raises(jinja2.UndefinedError, match="name"):
         templating.render("page.md.j2", folder, rows=[1.0])
 
+
+def test_the_packages_templates_are_found_without_a_folder():
+    empty = templating.render("headline.md.j2", rows=[])
+    assert empty == "| study | claim | verdict |\n|---|---|---|\n"

@@ -11,6 +11,9 @@ experiment file:
   RESULTS/README.md    the index: one row per study with its verdict and machine;
   README's headline    the table between `<!-- headline:start -->` and `<!-- headline:end -->`
                        (`--readme=` skips it).
+The index and the headline table are laid out by templates/index.md.j2 and headline.md.j2
+(studies/render/templating.py) from their rows; every page is written, or with `--check`
+compared, by studies/render/generated.py.
 `--export=DIR` first copies a sweep's results (its --workdir) into the results directory
 (`transformer_jax.studies.records.export`).
 
@@ -38,7 +41,7 @@ from transformer_jax.studies.records import history as history_lib
 from transformer_jax.studies.records import preregistration as preregistration_lib
 from transformer_jax.studies.records import provenance as provenance_lib
 from transformer_jax.studies.records import record as record_lib
-from transformer_jax.studies.render import forest, generated
+from transformer_jax.studies.render import forest, generated, templating
 from transformer_jax.studies.render import verdict_text
 from transformer_jax.studies.study import Study
 
@@ -46,14 +49,13 @@ HEADLINE = "headline"  # README's region (generated.markers) that holds the head
 HEADLINE_START, HEADLINE_END = generated.markers(HEADLINE)
 INDEX = "README.md"
 COMMAND = "python -m transformer_jax.studies.render.pages"
-GENERATED = ("Written by `python -m transformer_jax.studies.render.pages` from the results files "
-             "beside it; regenerate it rather than edit it.")
 NO_PROVENANCE = ("Provenance not recorded: these results predate provenance files (there is no "
                  "{file} beside them), so the machine, software versions and commit that "
                  "produced them are unknown.")
 NO_PREREGISTRATION = ("Pre-registration not recorded: these results predate fingerprints (there "
                       "is no {file} beside them).")
 NOT_RUN = "not run yet"
+TEMPLATES: Optional[Path] = None  # the index's and headline's templates (None: the package's)
 
 
 class PageError(ValueError):
@@ -305,35 +307,21 @@ def page_history(entry: Entry, registered: Optional[dict[str, Any]]
 
 
 def index_page(root: Path, entries: Sequence[Entry]) -> str:
-    """root/README.md: one row per study (claim, verdict, suite, machine), linked to its page."""
-    lines = ["# Results", "", "One page per study: its claim, verdict table, final metrics, "
-             "plots and what produced them. " + GENERATED, "",
-             "| study | suite | claim | verdict | machine |", "|---|---|---|---|---|"]
+    """root/README.md (templates/index.md.j2): one row per study (claim, verdict, suite,
+    machine), linked to its page; then how long each suite took, where recorded."""
+    rows = []
     for entry in entries:
         link, verdict, record = _row(entry, root)
-        machine = _cell(machine_cell(record)) if entry.ran else "—"
-        lines.append(f"| [{entry.files.name}]({link}) | {entry.suite} | {_cell(entry.claim)} | "
-                     f"{verdict} | {machine} |")
-    return "\n".join(lines + suite_times(root)) + "\n"
+        rows.append(dict(name=entry.files.name, link=link, suite=entry.suite, claim=entry.claim,
+                         verdict=verdict, machine=machine_cell(record) if entry.ran else "—"))
+    return templating.render("index.md.j2", TEMPLATES, rows=rows, suites=suite_times(root))
 
 
-def suite_times(root: Path) -> list[str]:
-    """The section on how long each suite took (suite-*.json beside the pages); none without."""
-    records = suite_time.read_all(root)
-    if not records:
-        return []
-    lines = ["", "## How long each suite takes", "",
-             "From the sweep's start to its last study's report (`scripts/run.sh --suite=NAME` "
-             "runs two workers), on the machine named. A time includes compiling each program "
-             "unless JAX's persistent compilation cache ($TJ_JAX_CACHE_DIR, by default "
-             "~/.cache/transformer_jax/jax_cache) held it from an earlier run on that machine: "
-             "a first run on a new machine compiles everything.", "",
-             "| suite | studies | runs | size | wall | machine | date |", "|---|---|---|---|---|---|---|"]
-    for r in records:
-        lines.append(f"| {r['suite']} | {', '.join(r['studies'])} | {r['runs']} | {r['size']} | "
-                     f"{suite_time.minutes(r['wall_s'])} | {_cell(machine_cell(r))} | "
-                     f"{r['end'][:10]} |")
-    return lines
+def suite_times(root: Path) -> list[dict[str, Any]]:
+    """The rows of how long each suite took (suite-*.json beside the pages); none without."""
+    return [dict(suite=r["suite"], studies=r["studies"], runs=r["runs"], size=r["size"],
+                 wall=suite_time.minutes(r["wall_s"]), machine=machine_cell(r), date=r["end"][:10])
+            for r in suite_time.read_all(root)]
 
 
 def _row(entry: Entry, base: Optional[Path]) -> tuple[str, str, Optional[dict[str, Any]]]:
@@ -348,10 +336,6 @@ def _row(entry: Entry, base: Optional[Path]) -> tuple[str, str, Optional[dict[st
         raise PageError(f"{entry.files.path(record_lib.FILE)}: missing")
     link = os.path.relpath(target, base) if base is not None else str(target)
     return Path(link).as_posix(), cell, record
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def results_entries(results_dir: Path, experiments_dir: Optional[Path] = None) -> list[Entry]:
@@ -385,13 +369,12 @@ def headline_table(results_dir: Path, link_base: Optional[Path] = None,
     relative to `link_base` (the README's directory), else as the results directory is given.
     A study not run yet is left out: the front door shows results (and keeps to 200 lines while
     a split study's parts are registered); the results index lists it."""
-    lines = ["| study | claim | verdict |", "|---|---|---|"]
+    rows = []
     for entry in results_entries(results_dir, experiments_dir):
-        if not entry.ran:
-            continue
-        link, verdict, _ = _row(entry, link_base)
-        lines.append(f"| [{entry.files.name}]({link}) | {_cell(entry.claim)} | {verdict} |")
-    return "\n".join(lines) + "\n"
+        if entry.ran:
+            link, verdict, _ = _row(entry, link_base)
+            rows.append(dict(name=entry.files.name, link=link, claim=entry.claim, verdict=verdict))
+    return templating.render("headline.md.j2", TEMPLATES, rows=rows)
 
 
 def replace_headline(text: str, table: str, where: Path) -> str:
