@@ -35,7 +35,7 @@ PAGES = [README, *sorted(DOCS.rglob("*.md"))]
 RUNNABLE = ("python", "bash", "sh")
 SNIPPET_TIMEOUT_S = 120
 # A page shows numbers to two decimals; XLA:CPU rounds differently on AVX2 and AVX-512 (one
-# instruction set's float sums are not another's), and a snippet that trains for a few hundred
+# instruction set's float sums are not another's), and a snippet that trains for a hundred
 # steps carries that into the second decimal. The words and the layout must match exactly.
 OUTPUT_TOLERANCE = 0.05
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
