@@ -45,6 +45,10 @@ def lm_suite(tmp_path_factory, shakespeare_file, tj_data_dir, compilation_cache)
         # in ~10-15 CPU-s less, and nothing checked here counts layers (the analyses on two
         # layers: test_induction.py's L2)
         study.base.model.num_layers = 1
+        # 4 steps, where the tiny size trains 20: compiling is what costs here, and nothing
+        # checked here reads what training reached (one eval, log and checkpoint, at the end)
+        study.base.train.update(num_steps=4, warmup_steps=1, eval_every=4, log_every=4,
+                                checkpoint_every=4)
     reported = sweep.run_studies([(s, str(base / n), None) for n, s in studies.items()], (0, 1))
     return {n: (s, base / n, reported[n]) for n, s in studies.items()}
 
