@@ -459,3 +459,25 @@ def test_a_changed_template_makes_its_page_out_of_date(template, stale, tmp_path
     assert pages.main([f"--results={RESULTS}", f"--readme={REPO / 'README.md'}", "--check"]) == 1
     assert capsys.readouterr().err == (f"error: {REPO / stale} is out of date: run python -m "
                                        "transformer_jax.studies.render.pages\n")
+
+
+@pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
+def test_a_changed_study_template_makes_each_study_page_out_of_date(tmp_path, monkeypatch,
+                                                                    capsys):
+    """A study page's words live in studies/render/templates/study.md.j2: a line planted there
+    and the pages not written again is found by --check on every study page (the index, laid out
+    by its own template, stays as it was)."""
+    monkeypatch.setattr(forest, "write_forest", lambda record, path, machine="": None)
+    results = _copy_results(tmp_path, ["scaling", "heads"])
+    args = [f"--results={results}", "--readme="]
+    assert pages.main(args) == 0 and pages.main([*args, "--check"]) == 0
+    folder = tmp_path / "templates"
+    shutil.copytree(Path(templating.__file__).parent / "templates", folder)
+    (folder / "study.md.j2").write_text((folder / "study.md.j2").read_text() + "planted\n")
+    monkeypatch.setattr(pages, "TEMPLATES", folder)
+    capsys.readouterr()
+    assert pages.main([*args, "--check"]) == 1
+    assert capsys.readouterr().err == "".join(
+        f"error: {results / name}.md is out of date: run python -m "
+        "transformer_jax.studies.render.pages\n" for name in ("scaling", "heads"))
+    assert "planted" not in (results / "scaling.md").read_text()  # --check writes nothing

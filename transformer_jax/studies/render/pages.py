@@ -11,9 +11,10 @@ experiment file:
   RESULTS/README.md    the index: one row per study with its verdict and machine;
   README's headline    the table between `<!-- headline:start -->` and `<!-- headline:end -->`
                        (`--readme=` skips it).
-The index and the headline table are laid out by templates/index.md.j2 and headline.md.j2
-(studies/render/templating.py) from their rows; every page is written, or with `--check`
-compared, by studies/render/generated.py.
+A study's page is laid out by templates/study.md.j2 from its records and the pieces verdict_text
+renders from them (the tables, the verdict's sentences), the index and the headline table by
+templates/index.md.j2 and headline.md.j2 from their rows (studies/render/templating.py); every
+page is written, or with `--check` compared, by studies/render/generated.py.
 `--export=DIR` first copies a sweep's results (its --workdir) into the results directory
 (`transformer_jax.studies.records.export`).
 
@@ -49,13 +50,8 @@ HEADLINE = "headline"  # README's region (generated.markers) that holds the head
 HEADLINE_START, HEADLINE_END = generated.markers(HEADLINE)
 INDEX = "README.md"
 COMMAND = "python -m transformer_jax.studies.render.pages"
-NO_PROVENANCE = ("Provenance not recorded: these results predate provenance files (there is no "
-                 "{file} beside them), so the machine, software versions and commit that "
-                 "produced them are unknown.")
-NO_PREREGISTRATION = ("Pre-registration not recorded: these results predate fingerprints (there "
-                      "is no {file} beside them).")
 NOT_RUN = "not run yet"
-TEMPLATES: Optional[Path] = None  # the index's and headline's templates (None: the package's)
+TEMPLATES: Optional[Path] = None  # the pages' templates (None: the package's)
 
 
 class PageError(ValueError):
@@ -124,139 +120,67 @@ def runs_line(csv_text: str, where: Path) -> str:
             f"{ended}.")
 
 
-def produced_by(record: Optional[dict[str, Any]], file_name: str) -> list[str]:
-    """The '## Produced by' section: the provenance record, or that there is none."""
-    lines = ["## Produced by", ""]
-    if record is None:
-        return lines + [NO_PROVENANCE.format(file=file_name)]
-    machine, sweep, code = record["machine"], record["sweep"], record["code"]
-    flags = ", ".join(machine["cpu_flags"]) or "none"
-    stack = ", ".join(f"{k} {v or 'not installed'}" for k, v in record["stack"].items())
-    if code["commit"] == provenance_lib.UNKNOWN:
-        commit = "unknown (not run from a git checkout)"
-    else:
-        commit = f"`{code['commit']}`" + (" with uncommitted changes to tracked files"
-                                          if code["dirty"] else "")
-    shard = "" if sweep["shard"] == "0/1" else f"; the report written by shard {sweep['shard']}"
-    return lines + [
-        f"- **Machine:** {machine['cpu']}, {machine['cpus']} logical CPUs, {machine['system']}; "
-        f"CPU flags: {flags} (of {', '.join(provenance_lib.CPU_FLAGS)})",
-        f"- **Stack:** {stack}",
-        f"- **Code:** commit {commit}",
-        f"- **Date:** {record['date']}",
-        f"- **Sweep:** `--size={sweep['size']}`, seeds "
-        f"{verdict_text.seed_list(sweep['seeds'])}, {sweep['runs']} runs"
-        f"{shard}",
-        "", f"From {file_name}: the sweep process that trained the last runs and wrote the "
-        f"report (a run resumed or sharded elsewhere records its own stack in its "
-        f"versions.json)."]
+def render_page(entry: Entry, verdict: dict[str, Any], runs: str,
+                record: Optional[dict[str, Any]],
+                registered: Optional[dict[str, Any]] = None,
+                past: Optional[history_lib.History] = None,
+                suite: Optional[dict[str, Any]] = None) -> str:
+    """One study's page (templates/study.md.j2) from its verdict record (`verdict`), runs line,
+    provenance record (`record`), pre-registration record (`registered`) and git history
+    (`past`); pure. `suite`: its suite's time record (suite_time), which says why a plateau's
+    cap stopped it there."""
+    files = entry.files
+    return templating.render(
+        "study.md.j2", TEMPLATES, name=files.name, claim=entry.claim, claimed=verdict["claim"],
+        suite=entry.suite, **_where(entry), published=verdict["published"],
+        **_verdict_section(verdict, entry, suite), runs=runs,
+        csv=files.path("summary.csv").name,
+        curves=None if verdict.get("evaluation_only") else files.path("curves.png").name,
+        # the probes' and analyses' markdown, verbatim, a line at a time
+        analyses="\n".join(verdict_text.sections(verdict)).splitlines(),
+        registration=registered, registration_file=files.path(preregistration_lib.FILE).name,
+        past=past, code=(record or {}).get("code", {}).get("commit", provenance_lib.UNKNOWN),
+        amendments=entry.amendments, produced=record,
+        provenance_file=files.path(provenance_lib.FILE).name,
+        seeds=verdict_text.seed_list(record["sweep"]["seeds"]) if record else None,
+        cpu_flags=provenance_lib.CPU_FLAGS, unknown=provenance_lib.UNKNOWN)
 
 
-def preregistered(entry: Entry, record: Optional[dict[str, Any]], file_name: str,
-                  produced: Optional[dict[str, Any]],
-                  past: Optional[history_lib.History] = None) -> list[str]:
-    """The '## Pre-registration' section: the fingerprint the verdict was judged with, the
-    commit that first held today's design and the first one with results (`past`, from git
-    history: docs/verdicts.md), the code that ran, and every amendment."""
-    lines = ["## Pre-registration", ""]
-    if record is None:
-        lines.append(NO_PREREGISTRATION.format(file=file_name))
-    else:
-        code = (produced or {}).get("code", {}).get("commit", provenance_lib.UNKNOWN)
-        changed = (" (the experiment file had uncommitted changes when the report was written)"
-                   if record["experiment_changed_since"] else "")
-        lines += [
-            f"- **Judged with:** fingerprint `{record['fingerprint']}` of "
-            f"`{record['experiment']}` at `--size={record['size']}` (`Study.fingerprint`: claim, "
-            f"variants, seeds, metrics, expectations, base config, the analyses' checks and the "
-            "code that computes what they judge, studies/design/measured_code.py; the judging "
-            "rules' version is in the notes under the verdict); tests/studies/"
-            f"test_preregistration.py fails when the experiment file's fingerprint moves.",
-            *_commits(past), f"- **Results from the code at:** `{code}`{changed}."]
-    if entry.amendments:
-        lines += ["", "Amendments: each names a commit that changed the design after a result "
-                  "had been seen (kept as they were):", ""]
-        lines += [f"- {line}" for line in entry.amendments]
-    return lines + [""]
+def _where(entry: Entry) -> dict[str, Any]:
+    """Where the study sits: its experiment file (linked from a results directory; a sweep's
+    directory may be anywhere, so there its path) and the index beside a results directory's
+    pages (a sweep's single study has none)."""
+    files, experiment = entry.files, entry.experiment
+    results = files.layout is Layout.RESULTS
+    link = (Path(os.path.relpath(experiment, files.page.parent)).as_posix()
+            if experiment is not None and results else None)
+    return dict(experiment=experiment, experiment_link=link,
+                experiment_name=f"{experiment.parent.name}/{experiment.name}" if link else None,
+                index=INDEX if results else None)
 
 
-def _commits(past: Optional[history_lib.History]) -> list[str]:
-    """The design commit and the first results commit, or why they are not shown."""
-    if past is None:
-        return ["- **Design and first results commits:** not read (the experiment file is not "
-                "in a git checkout)."]
-    return [f"- **Design committed in:** `{past.design_commit or 'no commit (not committed)'}` "
-            "(the first commit with today's fingerprint)",
-            f"- **First results committed in:** `{past.results_commit or 'no commit'}`"]
+def _verdict_section(verdict: dict[str, Any], entry: Entry, suite: Optional[dict[str, Any]]
+                     ) -> dict[str, Any]:
+    """The verdict's and the final metrics' pieces of a page, rendered by verdict_text (and
+    cap_reason) as verdict.md renders them; the forest plot's file (none without
+    expectations)."""
+    return dict(
+        forest=entry.files.path(forest.FILE).name if verdict["expectations"] else None,
+        expectations="\n".join(verdict_text.expectations_table(verdict)),
+        overall=verdict_text.overall_line(verdict), notes=verdict_text.notes(verdict),
+        budget=[*verdict_text.plateau_lines(verdict),
+                *cap_reason.cap_lines(verdict, entry.suite, suite,
+                                      catalog.limit_minutes(entry.suite)),
+                *verdict_text.tuning_lines(verdict)],
+        over=verdict_text.summary_over(verdict),
+        summary="\n".join(verdict_text.summary_table(verdict)),
+        intervals=verdict_text.intervals_line(verdict))
 
 
 def machine_cell(record: Optional[dict[str, Any]]) -> str:
     if record is None:
         return "not recorded"
     return provenance_lib.machine_cell(record["machine"])
-
-
-def render_page(entry: Entry, verdict: dict[str, Any], runs: str,
-                record: Optional[dict[str, Any]],
-                registered: Optional[dict[str, Any]] = None,
-                past: Optional[history_lib.History] = None,
-                suite: Optional[dict[str, Any]] = None) -> str:
-    """One study's page from its verdict record (`verdict`) and results files (pure); `suite`:
-    its suite's time record (suite_time), which says why a plateau's cap stopped it there."""
-    files = entry.files
-    claim = [f"**Claim.** {entry.claim}", ""]
-    if verdict["claim"] != entry.claim:
-        claim += [f"These results were produced when the claim read: {verdict['claim']}", ""]
-    where = f"Suite `{entry.suite}`"
-    if entry.experiment is not None and files.layout is Layout.RESULTS:
-        link = Path(os.path.relpath(entry.experiment, files.page.parent)).as_posix()
-        where += f" · experiment [{entry.experiment.parent.name}/{entry.experiment.name}]({link})"
-    elif entry.experiment is not None:  # a sweep's directory may be anywhere: no link
-        where += f" · experiment `{entry.experiment}`"
-    if files.layout is Layout.RESULTS:  # a sweep's single study has no index beside it
-        where += f" · [every study]({INDEX})"
-    csv_name = files.path("summary.csv").name
-    what = verdict_text.summary_over(verdict)
-    # the probes' and analyses' markdown, verbatim, a line at a time
-    sections = "\n".join(verdict_text.sections(verdict)).splitlines()
-    lines = [f"# {files.name}", "", *claim, where, "",
-             f"**Published.** {verdict['published']}", "",
-             "## Verdict", "", *forest_lines(verdict, files),
-             *verdict_text.expectations_table(verdict), "",
-             verdict_text.overall_line(verdict), "", verdict_text.notes(verdict), "",
-             *verdict_text.plateau_lines(verdict),
-             *cap_reason.cap_lines(verdict, entry.suite, suite, catalog.limit_minutes(entry.suite)),
-             *verdict_text.tuning_lines(verdict),
-             "## Final metrics", "", f"{what[0].upper()}{what[1:]}. {runs}", "",
-             *verdict_text.summary_table(verdict), "", verdict_text.intervals_line(verdict),
-             f"Per seed: [{csv_name}]({csv_name}).", "", *curves_lines(verdict, files)]
-    lines += sections
-    if sections and sections[-1]:
-        lines.append("")
-    lines += preregistered(entry, registered, files.path(preregistration_lib.FILE).name, record,
-                           past)
-    lines += produced_by(record, files.path(provenance_lib.FILE).name)
-    return "\n".join(lines) + "\n"
-
-
-FOREST_CAPTION = ("Forest plot: one row per expectation, its effect (marker: its kind) and 95 % "
-                  "interval on the scale it was judged on (a ratio on a log axis), against its "
-                  "threshold; shaded: the effects that hold; colour: the verdict.")
-
-
-def forest_lines(verdict: dict[str, Any], files: StudyFiles) -> list[str]:
-    """The forest plot (forest.py) above the verdict table; none without expectations."""
-    if not verdict["expectations"]:
-        return []
-    name = files.path(forest.FILE).name
-    return [f"![forest plot of the expectations of {files.name}]({name})", "", FOREST_CAPTION, ""]
-
-
-def curves_lines(verdict: dict[str, Any], files: StudyFiles) -> list[str]:
-    """'## Curves' and its figure; none for an evaluation-only study (it trained nothing)."""
-    if verdict.get("evaluation_only"):
-        return []
-    return ["## Curves", "", f"![curves]({files.path('curves.png').name})", ""]
 
 
 def read_entry(entry: Entry) -> tuple[dict[str, Any], str, Optional[dict[str, Any]]]:
