@@ -1,16 +1,21 @@
 """Markdown rendered from a study's record (record.py): verdict.md, summary.md, and the pieces
-of them the results pages, the index and the terminal show. Pure functions of the record."""
+of them the results pages, the index and the terminal show. Pure functions of the record.
+verdict.md and summary.md are laid out by templates/verdict.md.j2 and summary.md.j2
+(studies/render/templating.py) from the pieces computed here: the tables (their cells formatted
+here), the verdict's sentences, whose words follow the record's counts."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
 from transformer_jax.studies import convergence
 from transformer_jax.studies.checks import PASS, CheckResult, Section
 from transformer_jax.studies.records import record as record_lib
-from transformer_jax.studies.render import bounds
+from transformer_jax.studies.render import bounds, templating
 from transformer_jax.studies.render.markdown import cell
 from transformer_jax.studies.study import KIND_WORDS, RATES, Comparison, Kind, Measure
 
+TEMPLATES: Optional[Path] = None  # verdict.md's and summary.md's templates (None: the package's)
 VERDICT_HEADER = ["expected", "kind", "per-seed values", "effect", "95 % interval", "threshold",
                   "verdict"]
 PROBES_TITLE, ANALYSIS_TITLE = "## Step-0 probes (no training)", "## Analysis"
@@ -336,7 +341,8 @@ def fixed_budget_lines(record: dict[str, Any]) -> list[str]:
     reader sees which arms were still learning there (a record without them: [])."""
     steps, summary = record.get("budget", {}).get("steps"), record.get("summary", {})
     judged = summary.get("judged_metrics", [])
-    rows = [[v["variant"], *(_late_change(v, m) for m in judged)] for v in summary.get("variants", [])]
+    rows = [[v["variant"], *(_late_change(v, m) for m in judged)]
+            for v in summary.get("variants", [])]
     if not any(steps or []) or all(cell == "—" for row in rows for cell in row[1:]):
         return []  # nothing trained (an evaluation-only study), or no late change measured
     budget = (f"{steps[0]} steps" if len(steps) == 1 else
@@ -391,13 +397,16 @@ def sections(record: dict[str, Any]) -> list[str]:
 
 
 def verdict_markdown(record: dict[str, Any], curves: str = "curves.png") -> str:
-    """verdict.md, its curves figure at `curves` (a file beside it; none for an
-    evaluation-only study, which trained nothing)."""
-    figure = [] if record.get("evaluation_only") else [f"![curves]({curves})", ""]
-    lines = [f"# {record['study']}", "", f"**Claim.** {record['claim']}", "",
-             f"**Published.** {record['published']}", "", *expectations_table(record), "",
-             overall_line(record), "", notes(record), "", *figure]
-    return "\n".join(lines + plateau_lines(record) + tuning_lines(record) + sections(record))
+    """verdict.md (templates/verdict.md.j2), its curves figure at `curves` (a file beside it;
+    none for an evaluation-only study, which trained nothing). Its last line has no newline
+    after it (as verdict.md always had), so the rendered page's last one is taken off."""
+    return templating.render(
+        "verdict.md.j2", TEMPLATES, study=record["study"], claim=record["claim"],
+        published=record["published"], expectations="\n".join(expectations_table(record)),
+        overall=overall_line(record), notes=notes(record),
+        curves=None if record.get("evaluation_only") else curves,
+        rest=plateau_lines(record) + tuning_lines(record) + sections(record)
+    ).removesuffix("\n")
 
 
 def checks(record: dict[str, Any]) -> list[CheckResult]:
@@ -491,8 +500,8 @@ def intervals_line(record: dict[str, Any]) -> str:
 
 
 def summary_markdown(record: dict[str, Any]) -> str:
-    lines = [f"# {record['study']}: final metrics ({summary_over(record)})", "",
-             *summary_table(record), "", intervals_line(record),
-             "Per seed: summary.csv. Curves: curves.png and `tensorboard --logdir` on this "
-             "directory."]
-    return "\n".join(lines) + "\n"
+    """summary.md (templates/summary.md.j2): the final metrics' table and what it shows."""
+    return templating.render("summary.md.j2", TEMPLATES, study=record["study"],
+                             over=summary_over(record),
+                             table="\n".join(summary_table(record)),
+                             intervals=intervals_line(record))
