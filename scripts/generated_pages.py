@@ -6,9 +6,9 @@ benchmark's results, a new hook point or a new suite.
     .venv/bin/python scripts/generated_pages.py [--check]
 
 Each generator also runs alone; this runs them all, in this order (GENERATORS):
-  - the results pages, their index and README's headline table
-    (python -m transformer_jax.studies.render.pages; its forest plots are drawn on a write and not
-    compared on a check);
+  - the results pages (each study's page, verdict.md and summary.md), their index and
+    README's headline table (python -m transformer_jax.studies.render.pages; its forest plots
+    are drawn on a write and not compared on a check);
   - docs/pretrained.md (scripts/pretrained_page.py), from pretrained_claims' results;
   - docs/performance.md (scripts/bench/page.py), from the benchmarks' results;
   - docs/hooks.md (scripts/hooks_page.py), from the model's hook points;

@@ -78,15 +78,16 @@ def _readme_with_markers(tmp_path: Path) -> tuple[Path, str]:
 @pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
 def test_committed_pages_are_what_the_code_writes_from_the_committed_results(tmp_path,
                                                                             monkeypatch):
-    """Byte for byte, from the JSON records alone (no verdict.md or summary.md is copied). The
-    pages only: drawing 20 forest plots took half of this test's time, and test_forest.py
-    checks what they draw."""
+    """Byte for byte, from the JSON records alone (no verdict.md or summary.md is copied: they
+    are written again too). The pages only: drawing 20 forest plots took half of this test's
+    time, and test_forest.py checks what they draw."""
     monkeypatch.setattr(forest, "write_forest", lambda record, path, machine="": None)
     results = _copy_results(tmp_path)
     readme, expected_readme = _readme_with_markers(tmp_path)
     assert pages.main([f"--results={results}", f"--readme={readme}"]) == 0
     written = sorted(p.name for p in results.glob("*.md"))
-    assert written == sorted([pages.INDEX] + [f"{n}.md" for n in STUDIES])
+    assert written == sorted([pages.INDEX] + [f"{n}{kind}" for n in STUDIES
+                                              for kind in (".md", "_verdict.md", "_summary.md")])
     for name in written:
         assert (results / name).read_bytes() == (RESULTS / name).read_bytes(), (
             f"experiments/results/{name} is stale: run python -m "
@@ -462,22 +463,26 @@ def test_a_changed_template_makes_its_page_out_of_date(template, stale, tmp_path
 
 
 @pytest.mark.slow  # runs git (a process, tests/fast_lane.py)
-def test_a_changed_study_template_makes_each_study_page_out_of_date(tmp_path, monkeypatch,
-                                                                    capsys):
-    """A study page's words live in studies/render/templates/study.md.j2: a line planted there
-    and the pages not written again is found by --check on every study page (the index, laid out
-    by its own template, stays as it was)."""
+@pytest.mark.parametrize("template, kind", [("study.md.j2", ".md"),
+                                            ("verdict.md.j2", "_verdict.md"),
+                                            ("summary.md.j2", "_summary.md")])
+def test_a_changed_study_template_makes_each_study_page_out_of_date(template, kind, tmp_path,
+                                                                    monkeypatch, capsys):
+    """A study page's words live in studies/render/templates/study.md.j2, verdict.md's and
+    summary.md's in verdict.md.j2 and summary.md.j2: a line planted in one and the pages not
+    written again is found by --check on each study's page of that kind, and no other."""
     monkeypatch.setattr(forest, "write_forest", lambda record, path, machine="": None)
     results = _copy_results(tmp_path, ["scaling", "heads"])
     args = [f"--results={results}", "--readme="]
     assert pages.main(args) == 0 and pages.main([*args, "--check"]) == 0
     folder = tmp_path / "templates"
     shutil.copytree(Path(templating.__file__).parent / "templates", folder)
-    (folder / "study.md.j2").write_text((folder / "study.md.j2").read_text() + "planted\n")
+    (folder / template).write_text((folder / template).read_text() + "planted\n")
     monkeypatch.setattr(pages, "TEMPLATES", folder)
+    monkeypatch.setattr(verdict_text, "TEMPLATES", folder)
     capsys.readouterr()
     assert pages.main([*args, "--check"]) == 1
     assert capsys.readouterr().err == "".join(
-        f"error: {results / name}.md is out of date: run python -m "
+        f"error: {results / name}{kind} is out of date: run python -m "
         "transformer_jax.studies.render.pages\n" for name in ("scaling", "heads"))
-    assert "planted" not in (results / "scaling.md").read_text()  # --check writes nothing
+    assert "planted" not in (results / f"scaling{kind}").read_text()  # --check writes nothing

@@ -8,6 +8,8 @@ and provenance.json: `record`, rendered by `verdict_text`) and the claim and sui
 experiment file:
   RESULTS/<study>.md   one page per study: claim, verdict table, final metrics, plots, and the
                        machine, software and commit that produced them (where recorded);
+  RESULTS/<study>_verdict.md, _summary.md   the sweep's verdict.md and summary.md of it, again
+                       from its record (verdict_text), so that --check covers them too;
   RESULTS/README.md    the index: one row per study with its verdict and machine;
   README's headline    the table between `<!-- headline:start -->` and `<!-- headline:end -->`
                        (`--readme=` skips it).
@@ -329,14 +331,26 @@ def write_results(results_dir: Path, experiments_dir: Optional[Path] = None,
     """Every study's page (or only those of `studies`, by name) and the index of a results
     directory. Returns the files written."""
     entries = results_entries(results_dir, experiments_dir)
-    written = [write_study_page(e) for e in entries
-               if e.ran and (studies is None or e.files.name in studies)]
+    written = [path for e in entries if e.ran and (studies is None or e.files.name in studies)
+               for path in (write_study_page(e),
+                            *(_write(p, text) for p, text in record_pages(e).items()))]
     return written + [_write(Path(results_dir) / INDEX, index_page(Path(results_dir), entries))]
+
+
+def record_pages(entry: Entry) -> dict[Path, str]:
+    """A results directory's verdict.md and summary.md of a study (<study>_verdict.md, ...), as
+    verdict_text renders them from its record: the sweep wrote them, an export copied them and
+    a re-judgement rewrites them; here they are written and checked with the other pages."""
+    files = entry.files
+    verdict = read_entry(entry)[0]
+    return {files.path("verdict.md"): verdict_text.verdict_markdown(
+                verdict, files.path("curves.png").name),
+            files.path("summary.md"): verdict_text.summary_markdown(verdict)}
 
 
 def out_of_date(results_dir: Path, experiments_dir: Optional[Path] = None,
                 readme: Optional[Path] = None) -> list[Path]:
-    """The pages of a results directory (each study's page, the index) and the README headline
+    """The pages of a results directory (each study's pages, the index) and the README headline
     table that differ from what `write_results` and `update_readme` would write; nothing is
     written."""
     return [path for path, text in expected_pages(results_dir, experiments_dir, readme).items()
@@ -345,12 +359,14 @@ def out_of_date(results_dir: Path, experiments_dir: Optional[Path] = None,
 
 def expected_pages(results_dir: Path, experiments_dir: Optional[Path] = None,
                    readme: Optional[Path] = None) -> dict[Path, str]:
-    """What `write_results` and `update_readme` would write: each page's path and text. The
-    forest plots are not among them: they are drawn on a write (their PNG bytes follow the
-    matplotlib build; tests/studies/test_forest.py checks what they draw)."""
+    """What `write_results` and `update_readme` would write: each page's path and text (a
+    study's page, verdict.md and summary.md, the index, the README). The forest plots are not
+    among them: they are drawn on a write (their PNG bytes follow the matplotlib build;
+    tests/studies/test_forest.py checks what they draw)."""
     results_dir = Path(results_dir)
     entries = results_entries(results_dir, experiments_dir)
-    expected = {e.files.page: study_page(e) for e in entries if e.ran}
+    expected = {path: text for e in entries if e.ran
+                for path, text in {e.files.page: study_page(e), **record_pages(e)}.items()}
     expected[results_dir / INDEX] = index_page(results_dir, entries)
     if readme is not None:
         text = Path(readme).read_text()
