@@ -347,8 +347,9 @@ def recording_package_code():
     finally:
         sys.settrace(previous)
         package = str(PACKAGE) + os.sep
-        for code in seen_codes:
-            if code.co_filename.startswith(package):
+        for code in seen_codes:  # Python files only: Jinja2 compiles a template to code that
+            # names the template's file (studies/render/templates/*.j2), which is no module
+            if code.co_filename.startswith(package) and code.co_filename.endswith(".py"):
                 files.add(str(Path(code.co_filename).relative_to(REPO)))
 
 
