@@ -34,6 +34,12 @@ def lint_with_added_import(tmp_path: Path, module: str, line: str) -> str:
     return proc.stdout
 
 
+def assert_reported(tmp_path: Path, module: str, line: str, found: str) -> None:
+    """`line` added to `module` breaks a contract, and the report names the import `found`."""
+    report = lint_with_added_import(tmp_path, module, line)
+    assert found in " ".join(report.split()), report  # (its lines wrap at 80 characters)
+
+
 def test_an_import_against_the_layers_breaks_the_contract(tmp_path):
     """The contract is not vacuous: the model importing the trainer is reported."""
     report = lint_with_added_import(tmp_path, "model/dense.py",
@@ -85,8 +91,21 @@ def test_the_judge_room_importing_what_it_judges_for_breaks_the_contract(tmp_pat
              "judge.expectation -> transformer_jax.studies.judging_rules"),
             ("old_path", "report.py", "from transformer_jax.studies import stats",
              "studies.report -> transformer_jax.studies.stats")):
-        report = lint_with_added_import(tmp_path / folder, f"studies/{module}", line)
-        assert found in " ".join(report.split()), report  # (its lines wrap at 80 characters)
+        assert_reported(tmp_path / folder, f"studies/{module}", line, found)
+
+
+def test_reading_a_run_directory_past_the_seam_breaks_the_contract(tmp_path):
+    """studies/ reads run directories through studies/rundir.py (issue 67, item 2): a module of
+    the run room, or of the records, importing the trainer's format itself is reported, and the
+    seam sits below every room."""
+    for folder, module, line, found in (
+            ("run", "run/plan.py", "from transformer_jax.train import workdir",
+             "run.plan -> transformer_jax.train.workdir"),
+            ("records", "records/history.py", "from transformer_jax.train.workdir import flatten",
+             "records.history -> transformer_jax.train.workdir"),
+            ("below", "rundir.py", "from transformer_jax.studies.judge import stats",
+             "studies.rundir -> transformer_jax.studies.judge.stats")):
+        assert_reported(tmp_path / folder, f"studies/{module}", line, found)
 
 
 def test_the_training_layers_public_names_are_its_packages():

@@ -13,7 +13,11 @@ is in rooms, one package per job, each importing only from the rooms below it (.
   expectation's judgement, Holm's correction, a tuned arm's choice of candidate), the lowest
   room; the judging rules' version is tied to a digest of it, read whole (judging_rules,
   judging_digest, beside it: the table holds the room's digest);
-- `analysis`: what a study measures beyond its curves (probes, head roles, knock-outs).
+- `analysis`: what a study measures beyond its curves (probes, head roles, knock-outs);
+- `rundir` (a module, below every room): the one seam to a run's directory (`RunRecord`: its
+  status, saved config; the trainer's format is train/workdir.py). The report, the plateau
+  decision and two analyses still read it themselves: their code is measured, and they move in
+  the batch that re-runs every suite (.importlinter's run-seam contract lists them).
 
 Still flat: the design helpers experiment files call (tuning, grid, deep_arms, plateau), what
 several rooms read of a run (convergence, run_values, checks), the report of a study's runs

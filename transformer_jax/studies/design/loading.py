@@ -10,7 +10,7 @@ import ml_collections
 
 from transformer_jax.config import ConfigError
 from transformer_jax.studies.design import measured_code
-from transformer_jax.train.workdir import flatten
+from transformer_jax.studies.rundir import flatten
 
 # The sizes of a study (`--size`, an experiment's `get_study(size)`): default fits a 2-core CPU,
 # large is for a GPU/TPU, tiny is a smoke test. Not a config file's sizes (train/defaults.py's

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from transformer_jax.studies.records import preregistration, provenance, record, suite_time
-from transformer_jax.train import workdir as workdir_lib
+from transformer_jax.studies import rundir
 
 RESULTS = (record.FILE, "verdict.md", "summary.md", "summary.csv", "curves.png", provenance.FILE,
            preregistration.FILE)
@@ -44,7 +44,7 @@ def study_dirs(run_root: Path) -> list[Path]:
 
 def study_name(study_dir: Path) -> str:
     """The study a sweep's directory belongs to, from the config.json the sweep wrote."""
-    config = Path(study_dir) / workdir_lib.CONFIG_FILE
+    config = Path(study_dir) / rundir.CONFIG_FILE
     try:
         return json.loads(config.read_text())["study"]
     except (OSError, KeyError, ValueError):

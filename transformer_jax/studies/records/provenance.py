@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional
 # Which CPU this is lives below every layer (runtime/machine.py); named here too, as before.
 from transformer_jax.runtime.machine import (  # noqa: F401
     CPU_FLAGS, UNKNOWN, parse_cpuinfo, read_cpuinfo)
-from transformer_jax.train import workdir as workdir_lib
+from transformer_jax.studies import rundir
 
 FILE = "provenance.json"
 SCHEMA = 1
@@ -94,7 +94,7 @@ def stack_versions() -> dict[str, Optional[str]]:
         numpy = metadata.version("numpy")
     except metadata.PackageNotFoundError:
         numpy = None
-    return {**workdir_lib.stack_versions(), "numpy": numpy}
+    return {**rundir.stack_versions(), "numpy": numpy}
 
 
 def git(directory: Path, *args: str) -> Optional[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from transformer_jax.studies.records import provenance
-from transformer_jax.train import workdir as workdir_lib
+from transformer_jax.studies import rundir
 
 PREFIX = "suite-"  # suite-<suite>.json: no study's name starts so (a study's files are <study>_*)
 
@@ -32,7 +32,7 @@ def record(study_dirs: Sequence[Path]) -> Optional[dict[str, Any]]:
     starts, records = [], []
     for directory in study_dirs:
         found = provenance.read(Path(directory) / provenance.FILE)
-        config = Path(directory) / workdir_lib.CONFIG_FILE
+        config = Path(directory) / rundir.CONFIG_FILE
         if found is None or not config.is_file():
             return None
         starts.append(config.stat().st_mtime)

@@ -29,7 +29,7 @@ from tensorboard.util import tensor_util
 
 from transformer_jax.studies.render import plots
 from transformer_jax.train import summaries
-from transformer_jax.train.workdir import flatten, write_json_atomic
+from transformer_jax.studies.rundir import flatten, write_json_atomic
 
 COMPARE_DIR = "compare"  # <study root>/compare/<variant>: the comparison runs
 # A metric under probe/ is a step-0 probe (analysis/permutation.py: the run's model at

@@ -23,7 +23,7 @@ from transformer_jax.config import ConfigError
 from transformer_jax.model.pretrained import PretrainedError
 from transformer_jax.studies import publish
 from transformer_jax.studies.design.loading import STUDY_SIZES, load_study
-from transformer_jax.train import workdir as workdir_lib
+from transformer_jax.studies import rundir
 
 MEASURED = "measured.json"  # the measurements, in the workdir: a second run re-judges them
 TEXT_VARIABLE = "TJ_SHAKESPEARE"  # as the sweep's --text_path: read by the experiment as it loads
@@ -35,7 +35,7 @@ def run(experiment: Path, workdir: Path, size: str = "default") -> Path:
     if study.evaluate is None:
         raise ConfigError(f"{experiment}: study {study.name!r} trains its runs: run it with "
                           f"python -m transformer_jax.sweep --experiment={experiment}")
-    workdir = workdir_lib.prepare(str(workdir), {"study": study.name,  # as a sweep's
+    workdir = rundir.prepare(str(workdir), {"study": study.name,  # as a sweep's
                                                  "runs": [list(r) for r in study.runs()]})
     runs = read_measured(workdir / MEASURED, study)
     if runs is None:
@@ -77,7 +77,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.environ[TEXT_VARIABLE] = args.text_path
     try:
         verdict = run(Path(args.experiment), Path(args.workdir), args.size)
-    except (ConfigError, PretrainedError, workdir_lib.WorkdirError) as e:
+    except (ConfigError, PretrainedError, rundir.WorkdirError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(Path(verdict).read_text())

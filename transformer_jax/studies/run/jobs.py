@@ -79,11 +79,10 @@ def diverged_runs(task: Task) -> dict[int, dict]:
     (none without one): they stay where they stopped, the others train on."""
     if task.steps is None:
         return {}
-    from transformer_jax.train import workdir as workdir_lib
-    statuses = {s: workdir_lib.read_status(Path(task.root) / task.variant / f"seed_{s}")
-                for s in task.seeds}
+    from transformer_jax.studies import rundir
+    statuses = {s: rundir.RunRecord.of(task.root, task.variant, s).status() for s in task.seeds}
     return {s: status for s, status in statuses.items()
-            if (status or {}).get("state") == workdir_lib.DIVERGED}
+            if (status or {}).get("state") == rundir.DIVERGED}
 
 
 def run_tasks(tasks: Sequence[Task], studies: dict, jobs: int,
@@ -236,11 +235,10 @@ def _init_worker(terminal_level: int) -> None:
 def _execute_in_worker(task: Task) -> list[dict]:
     from transformer_jax.train import parallel
     from transformer_jax.studies import study as study_lib
-    from transformer_jax.train import workdir as workdir_lib
+    from transformer_jax.studies import rundir
     if parallel.sigterm_before_training():  # the sweep is stopping: start nothing new
-        root = Path(task.root) / (task.variant or "")
-        return [workdir_lib.read_status(root / f"seed_{s}") or {"state": "preempted", "step": 0}
-                for s in task.seeds]
+        return [rundir.RunRecord.of(task.root, task.variant or "", s).status()
+                or {"state": "preempted", "step": 0} for s in task.seeds]
     from transformer_jax.studies import grid
     study = study_lib.load_study(task.experiment, task.size)
     with _log_prefix(task.label):  # a candidate the grid extension added is no declared variant

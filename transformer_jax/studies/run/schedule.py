@@ -17,7 +17,7 @@ from transformer_jax.studies.publish import publish
 from transformer_jax.studies.run import jobs as jobs_lib
 from transformer_jax.studies.run import plan as plan_lib
 from transformer_jax.studies.run import terminal
-from transformer_jax.train import workdir as workdir_lib
+from transformer_jax.studies import rundir
 
 
 # (study name, its next plateau budget or None, its grown study or None) -> what the sweep
@@ -94,8 +94,7 @@ class Sweep:
             self.progress.add_study(f.study, f.root)
             for v in plan.variants[name]:
                 if v.what == plan_lib.ENDED:
-                    states = {workdir_lib.read_status(f.root / v.variant / f"seed_{s}")["state"]
-                              for s in v.seeds}
+                    states = {rundir.RunRecord.of(f.root, v.variant, s).state() for s in v.seeds}
                     logging.info("[%s] %s, seeds %s: already %s; nothing to do", name,
                                  v.variant, list(v.seeds), "/".join(sorted(states)))
                 self.progress.add_variant(v.cost, shared=v.what == plan_lib.SHARED)
@@ -105,7 +104,7 @@ class Sweep:
         preempted."""
         if task.variant is not None:
             self.progress.variant_done(task.study, task.variant, task.cost, statuses)
-        if any(s.get("state") == workdir_lib.PREEMPTED for s in statuses):
+        if any(s.get("state") == rundir.PREEMPTED for s in statuses):
             return False
         for name in self.readiness.task_ended(plan_lib.key(task)):
             self.report_if_ended(name)
@@ -116,8 +115,8 @@ class Sweep:
         still be training some): the last shard to end writes the report."""
         found = self.found[name]
         runs = found.study.runs()
-        missing = sum(not workdir_lib.has_ended(workdir_lib.read_status(
-            found.root / variant / f"seed_{seed}"), found.budget) for variant, seed in runs)
+        missing = sum(not rundir.RunRecord.of(found.root, variant, seed).ended(found.budget)
+                      for variant, seed in runs)
         if missing:
             logging.info("[%s] %d of %d runs not ended yet; the report follows when they are",
                          name, missing, len(runs))

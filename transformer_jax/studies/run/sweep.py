@@ -34,7 +34,7 @@ from typing import Any, Optional
 from absl import flags, logging
 
 from transformer_jax.train import cli
-from transformer_jax.studies import grid as grid_lib
+from transformer_jax.studies import grid as grid_lib, rundir
 from transformer_jax.studies import plateau as plateau_lib
 from transformer_jax.studies import report
 from transformer_jax.studies import study as study_lib
@@ -44,9 +44,7 @@ from transformer_jax.studies.render import board, pages
 from transformer_jax.studies.run import plan as plan_lib
 from transformer_jax.studies.run import schedule
 from transformer_jax.studies.run import terminal
-from transformer_jax.train import workdir as workdir_lib
 from transformer_jax.train.run import check_config
-from transformer_jax.train.workdir import has_ended
 
 _EXPERIMENT = flags.DEFINE_string("experiment", None,
                                   "Experiment file (experiments/scaling.py) or a directory of them.")
@@ -143,13 +141,13 @@ def survey(studies: list[tuple[study_lib.Study, str, Optional[str]]],
         for config in configs.values():
             check_config(config)
         declared = grid_lib.declared(study).runs()  # the runs its grid added are its outcome
-        root = workdir_lib.prepare(workdir, {"study": study.name,
+        root = rundir.prepare(workdir, {"study": study.name,
                                              "runs": [list(r) for r in declared]})
         board.write_view(study, root, list(configs.values()))
         shared = link_identical_runs(study.name, root, configs, owners, linked,
                                      own=study.plateau is not None)
         ended = {(v, s) for v, s in study.runs()
-                 if has_ended(workdir_lib.read_status(root / v / f"seed_{s}"), budget)}
+                 if rundir.RunRecord.of(root, v, s).ended(budget)}
         found.append(plan_lib.Found(study, root, experiment, frozenset(ended), frozenset(shared),
                                     budget))
     return found, linked
@@ -214,7 +212,7 @@ def link_identical_runs(name: str, root: Path, configs: dict[tuple[str, int], An
 
 def _holds_config(run: Path, config: Any) -> bool:
     """Whether the run directory `run` was trained with `config` (its saved config.json)."""
-    saved = run / workdir_lib.CONFIG_FILE
+    saved = run / rundir.CONFIG_FILE
     return saved.is_file() and json.loads(saved.read_text()) == json.loads(
         json.dumps(config.to_dict(), default=repr))
 
