@@ -42,6 +42,15 @@ ROWS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """pyplot keeps every figure it made until closed, and warns past 20: the tests here draw
+    many, and start with none left open by a test before them in the same worker."""
+    matplotlib.pyplot.close("all")
+    yield
+    matplotlib.pyplot.close("all")
+
+
 def _figure(rows=ROWS, machine="", **record):
     return forest.forest_figure({"study": "s", "expectations": rows, **record}, machine)
 
